@@ -1,0 +1,66 @@
+// Small loop helpers shared by the op files: an elementwise map over one or two same-shaped tensors,
+// and the [outer, n, inner] split that lets one kernel reduce over any dimension.
+#pragma once
+
+#include "tensor/parallel.h"
+#include "tensor/tensor.h"
+
+namespace mg {
+
+// Elementwise loops below this size run on one thread (an OpenMP region costs ~1-5 us).
+constexpr int64_t kElementwiseGrain = 16384;
+
+inline Tensor contiguous_data(const Tensor& t) { return t.is_contiguous() ? t : copy_contiguous(t); }
+
+// out[i] = f(x[i]); out is a fresh contiguous tensor of x's shape.
+template <typename F>
+Tensor map_unary(const Tensor& x_in, F f) {
+  const Tensor x = contiguous_data(x_in);
+  Tensor out = Tensor::empty(x.shape());
+  const float* in = x.data();
+  float* o = out.data();
+  parallel_for(x.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = f(in[i]);
+  });
+  return out;
+}
+
+// out[i] = f(a[i], b[i]) for tensors of the same shape (no broadcasting).
+template <typename F>
+Tensor map_binary(const Tensor& a_in, const Tensor& b_in, F f) {
+  check_same_shape("map_binary", a_in, b_in);
+  const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
+  Tensor out = Tensor::empty(a.shape());
+  const float* pa = a.data();
+  const float* pb = b.data();
+  float* o = out.data();
+  parallel_for(a.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) o[i] = f(pa[i], pb[i]);
+  });
+  return out;
+}
+
+// A contiguous tensor seen as [outer, n, inner] around dimension `dim` (n = size of dim): every
+// reduction/softmax over `dim` is a loop over (outer, inner) pairs of length-n lines of stride inner.
+struct DimSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline DimSplit split_at(const Shape& shape, int dim) {
+  DimSplit s;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d < dim) s.outer *= shape[d];
+    else if (d == dim) s.n = shape[d];
+    else s.inner *= shape[d];
+  }
+  return s;
+}
+
+// The shape after reducing `dim` (kept as size 1 when keepdim).
+inline Shape reduced_shape(const Shape& shape, int dim, bool keepdim) {
+  Shape out = shape;
+  if (keepdim) out[dim] = 1;
+  else out.erase(out.begin() + dim);
+  return out;
+}
+
+}  // namespace mg

@@ -1,0 +1,62 @@
+#include "autograd/node.h"
+
+#include <atomic>
+
+namespace mg {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+std::atomic<uint64_t> g_next_node_id{1};
+std::atomic<int64_t> g_live_nodes{0};
+
+// Moves out the upstream nodes that only this node keeps alive, so the caller can release them
+// one at a time instead of through nested destructors.
+void detach_inputs(Node& node, std::vector<std::shared_ptr<Node>>& pending) {
+  std::vector<Tensor> inputs = std::move(node.inputs);
+  node.inputs.clear();
+  node.backward = nullptr;  // its captures may hold the same inputs; drop them first
+  for (Tensor& t : inputs) {
+    if (!t.defined() || t.impl_ptr().use_count() != 1) continue;
+    std::shared_ptr<Node>& up = t.impl().grad_fn;
+    if (up && up.use_count() == 1) pending.push_back(std::move(up));
+  }
+}
+}  // namespace
+
+Node::Node() { ++g_live_nodes; }
+int64_t live_node_count() { return g_live_nodes.load(); }
+
+Node::~Node() {
+  --g_live_nodes;
+  std::vector<std::shared_ptr<Node>> pending;
+  detach_inputs(*this, pending);
+  while (!pending.empty()) {
+    std::shared_ptr<Node> node = std::move(pending.back());
+    pending.pop_back();
+    detach_inputs(*node, pending);
+  }  // each node is destroyed here with no inputs left: no recursion
+}
+
+const std::string& node_op(const Node& node) { return node.op; }
+
+bool is_grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+
+Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
+  if (!g_grad_enabled) return out;
+  bool any = false;
+  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!any) return out;
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->inputs = std::move(inputs);
+  node->backward = std::move(backward);
+  node->out_shape = out.shape();
+  node->id = g_next_node_id++;
+  out.impl().requires_grad = true;
+  out.impl().grad_fn = std::move(node);
+  return out;
+}
+
+}  // namespace mg

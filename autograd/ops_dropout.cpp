@@ -1,0 +1,24 @@
+// Inverted-dropout masks (Srivastava et al. 2014): keep with probability 1-p and scale by 1/(1-p)
+// so the expected activation is unchanged and evaluation needs no rescaling.
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace mg {
+
+Tensor dropout_mask(const Shape& shape, float p, Generator& gen) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument("dropout_mask: p must be in [0, 1), got " + std::to_string(p));
+  Tensor mask = Tensor::empty(shape);
+  const int64_t n = mask.numel();
+  const uint64_t first = gen.advance(static_cast<uint64_t>(n));
+  const float keep_scale = 1.0f / (1.0f - p);
+  float* m = mask.data();
+  const uint64_t seed = gen.seed;
+  parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      m[i] = philox_uniform(seed, first + static_cast<uint64_t>(i)) >= p ? keep_scale : 0.0f;
+  });
+  return mask;
+}
+
+}  // namespace mg

@@ -1,0 +1,66 @@
+// Matrix products. For C = A'B' (A' = op(A), B' = op(B)): dA' = g B'^T and dB' = A'^T g; the
+// transpose flags let both be computed by the same GEMM without materialising any transpose.
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+#include "tensor/gemm.h"
+
+namespace mg {
+
+namespace {
+
+std::string matmul_shapes(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  return shape_str(a.shape()) + (ta ? "^T" : "") + " x " + shape_str(b.shape()) + (tb ? "^T" : "");
+}
+
+// Gradients of op(a) op(b) with respect to a and b, given g = d(loss)/d(output).
+std::vector<Tensor> matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, bool ta, bool tb,
+                                    bool need_a, bool need_b, bool batched) {
+  auto mm = [batched](const Tensor& x, const Tensor& y, bool tx, bool ty) {
+    return batched ? bmm(x, y, tx, ty) : matmul(x, y, tx, ty);
+  };
+  Tensor ga, gb;
+  if (need_a) ga = ta ? mm(b, g, tb, true) : mm(g, b, false, !tb);
+  if (need_b) gb = tb ? mm(g, a, true, ta) : mm(a, g, !ta, false);
+  return {ga, gb};
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
+  if (a_in.dim() != 2 || b_in.dim() != 2)
+    throw ShapeError("matmul: needs 2-D tensors, got " + matmul_shapes(a_in, b_in, ta, tb) +
+                     " (use bmm for batches)");
+  const int64_t M = a_in.size(ta ? 1 : 0), K = a_in.size(ta ? 0 : 1);
+  const int64_t K2 = b_in.size(tb ? 1 : 0), N = b_in.size(tb ? 0 : 1);
+  if (K != K2) throw ShapeError("matmul: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
+  const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
+  Tensor out = Tensor::empty({M, N});
+  gemm(ta, tb, M, N, K, 1.0f, a.data(), a.size(1), b.data(), b.size(1), 0.0f, out.data(), N);
+  return record("matmul", out, {a_in, b_in},
+                [a = a.detach(), b = b.detach(), ta, tb, ra = a_in.requires_grad(),
+                 rb = b_in.requires_grad()](const Tensor& g) {
+                  return matmul_backward(g, a, b, ta, tb, ra, rb, false);
+                });
+}
+
+Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
+  if (a_in.dim() != 3 || b_in.dim() != 3 || a_in.size(0) != b_in.size(0))
+    throw ShapeError("bmm: needs [G,M,K] x [G,K,N], got " + matmul_shapes(a_in, b_in, ta, tb));
+  const int64_t G = a_in.size(0);
+  const int64_t M = a_in.size(ta ? 2 : 1), K = a_in.size(ta ? 1 : 2);
+  const int64_t K2 = b_in.size(tb ? 2 : 1), N = b_in.size(tb ? 1 : 2);
+  if (K != K2) throw ShapeError("bmm: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
+  const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
+  Tensor out = Tensor::empty({G, M, N});
+  const int64_t sa = a.size(1) * a.size(2), sb = b.size(1) * b.size(2);
+  for (int64_t g = 0; g < G; ++g)
+    gemm(ta, tb, M, N, K, 1.0f, a.data() + g * sa, a.size(2), b.data() + g * sb, b.size(2), 0.0f,
+         out.data() + g * M * N, N);
+  return record("bmm", out, {a_in, b_in},
+                [a = a.detach(), b = b.detach(), ta, tb, ra = a_in.requires_grad(),
+                 rb = b_in.requires_grad()](const Tensor& g) {
+                  return matmul_backward(g, a, b, ta, tb, ra, rb, true);
+                });
+}
+
+}  // namespace mg

@@ -1,0 +1,55 @@
+// softmax and log_softmax over one dimension, max-subtracted for stability.
+#include <cmath>
+
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+
+namespace mg {
+
+namespace {
+
+// Fills out with log_softmax (log_space = true) or softmax of x over `dim`.
+Tensor softmax_kernel(const Tensor& x_in, int dim, bool log_space) {
+  const Tensor x = contiguous_data(x_in);
+  const DimSplit s = split_at(x.shape(), dim);
+  Tensor out = Tensor::empty(x.shape());
+  const float* in = x.data();
+  float* o = out.data();
+  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
+      const float* line = in + base;
+      float* oline = o + base;
+      float m = -INFINITY;
+      for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
+      double acc = 0;
+      for (int64_t j = 0; j < s.n; ++j) acc += std::exp(line[j * s.inner] - m);
+      const float lse = m + static_cast<float>(std::log(acc));
+      for (int64_t j = 0; j < s.n; ++j)
+        oline[j * s.inner] = log_space ? line[j * s.inner] - lse : std::exp(line[j * s.inner] - lse);
+    }
+  });
+  return out;
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int dim) {
+  const int d = normalize_dim("softmax", dim, x.dim());
+  Tensor y = softmax_kernel(x, d, false);
+  return record("softmax", y, {x}, [y = y.detach(), d](const Tensor& g) {
+    // dx = y * (g - sum_j g_j y_j)
+    return std::vector<Tensor>{mul(y, sub(g, sum(mul(g, y), d, true)))};
+  });
+}
+
+Tensor log_softmax(const Tensor& x, int dim) {
+  const int d = normalize_dim("log_softmax", dim, x.dim());
+  Tensor y = softmax_kernel(x, d, true);
+  return record("log_softmax", y, {x}, [y = y.detach(), d](const Tensor& g) {
+    // dx = g - softmax(x) * sum_j g_j
+    return std::vector<Tensor>{sub(g, mul(exp(y), sum(g, d, true)))};
+  });
+}
+
+}  // namespace mg

@@ -1,0 +1,20 @@
+// Single-precision matrix multiply, no external BLAS:
+//   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
+// op(A) = A (row-major [M,K], leading dim lda) or A^T when trans_a (A stored [K,M]); same for B.
+// Each C element is accumulated over k in a fixed order: the result does not depend on the number
+// of threads.
+#pragma once
+
+#include <cstdint>
+
+namespace mg {
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
+
+// The textbook triple loop (double accumulation): the reference the fast path is tested against.
+void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+                    int64_t ldc);
+
+}  // namespace mg

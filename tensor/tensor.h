@@ -1,0 +1,120 @@
+// The tensor: a float32, row-major, N-d view onto shared storage, plus the autograd fields.
+//
+// A Tensor is a cheap handle (a shared_ptr to a TensorImpl). Copying a Tensor copies the handle, not
+// the numbers. Views (reshape, narrow, transpose) share storage with different shape/strides/offset;
+// `contiguous()` copies only when the layout is not already row-major.
+#pragma once
+
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensor/philox.h"
+#include "tensor/shape.h"
+
+namespace mg {
+
+// Where the numbers live. Only CPU has kernels now; the CUDA backend plugs in behind the same API.
+enum class Device { CPU, CUDA };
+const char* device_name(Device device);
+
+// The numbers themselves, shared by a tensor and all its views.
+struct Storage {
+  std::vector<float> data;
+  Device device = Device::CPU;
+  explicit Storage(size_t n) : data(n) {}
+};
+
+struct Node;  // autograd/node.h: the op that produced a tensor.
+class Tensor;
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // index of element [0,...,0] in storage
+  Shape shape;
+  Shape strides;  // in elements
+
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;  // accumulated d(loss)/d(this) for leaves; same shape
+  std::shared_ptr<Node> grad_fn;     // null for leaves and for tensors made without grad
+  std::string name;                  // optional, e.g. "rnns.0.weight_hh"; shown in graph dumps
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // an "undefined" tensor (like at::Tensor()); defined() is false
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- creation (all CPU, contiguous, requires_grad = false) ----
+  static Tensor empty(const Shape& shape);  // uninitialised numbers (zero in practice)
+  static Tensor zeros(const Shape& shape);
+  static Tensor ones(const Shape& shape);
+  static Tensor full(const Shape& shape, float value);
+  static Tensor scalar(float value);             // rank 0
+  static Tensor arange(int64_t n);               // [n]: 0, 1, ..., n-1
+  static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+  // Uniform in [low, high) and normal(mean, std) from the counter-based generator: element i gets
+  // the draw at position gen.offset + i (normal uses two positions per element).
+  static Tensor uniform(const Shape& shape, float low, float high, Generator& gen);
+  static Tensor normal(const Shape& shape, float mean, float std, Generator& gen);
+
+  // ---- layout ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int dim() const { return static_cast<int>(impl().shape.size()); }
+  int64_t size(int d) const;  // negative d counts from the end
+  int64_t numel() const { return numel_of(impl().shape); }
+  bool is_contiguous() const;
+  Device device() const { return impl().storage->device; }
+
+  // Raw access to the first element. Only meaningful for reading/writing a contiguous tensor
+  // in index order; kernels call contiguous() first.
+  float* data();
+  const float* data() const;
+  float item() const;                                       // the value of a 1-element tensor
+  float at(std::initializer_list<int64_t> index) const;     // strided read, bounds-checked
+  std::vector<float> to_vector() const;                     // values in row-major order
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  Tensor& requires_grad_(bool on = true);
+  Tensor grad() const;  // undefined until a backward reaches this leaf
+  void zero_grad();     // drops the accumulated gradient
+  const std::shared_ptr<Node>& grad_fn() const { return impl().grad_fn; }
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  // Backpropagates from this scalar (or from this tensor with an explicit output gradient).
+  void backward() const;
+  void backward(const Tensor& grad_output) const;
+  // Same numbers (shared storage), cut from the graph: the truncation point of BPTT.
+  Tensor detach() const;
+
+  const std::string& name() const { return impl().name; }
+  Tensor& set_name(const std::string& name);
+
+  // ---- printing (numpy style; callable from gdb: `call t.debug_string()` or mg_print(&t)) ----
+  std::string debug_string(int max_per_dim = 6) const;
+
+  TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool same_as(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// A tensor whose layout is a view of `base` (shares storage), with no autograd fields set.
+Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
+
+// Copies a strided tensor into a fresh contiguous one (no autograd; the op `contiguous` wraps it).
+Tensor copy_contiguous(const Tensor& t);
+
+// Throws ShapeError "op: <what> expects ..., got [a]" when the rank differs.
+void check_rank(const std::string& op, const Tensor& t, int rank, const char* arg = "input");
+void check_same_shape(const std::string& op, const Tensor& a, const Tensor& b);
+
+}  // namespace mg
+
+// For gdb: `call mg_print(&t)` prints t to stderr.
+extern "C" void mg_print(const mg::Tensor* t);

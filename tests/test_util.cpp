@@ -1,0 +1,60 @@
+#include "tests/test_util.h"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+namespace mgtest {
+
+std::string fixture_path(const std::string& file) {
+  return std::string(MOSGRAD_SOURCE_DIR) + "/tests/fixtures/" + file;
+}
+
+Fixtures::Fixtures(const std::string& file) : file_(fixture_path(file)) {
+  std::ifstream in(file_);
+  if (!in) throw std::runtime_error("fixture file " + file_ + " cannot be opened (regenerate with tools/gen_fixtures.py)");
+  std::string line;
+  int line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream ls(line);
+    std::string name, colon;
+    int rank = -1;
+    ls >> name >> rank;
+    mg::Shape shape(rank > 0 ? rank : 0);
+    for (auto& d : shape) ls >> d;
+    ls >> colon;
+    if (!ls || rank < 0 || colon != ":")
+      throw std::runtime_error(file_ + ":" + std::to_string(line_no) + ": malformed header (expected 'name rank dims... :')");
+    std::vector<float> values(static_cast<size_t>(mg::numel_of(shape)));
+    for (auto& v : values) {
+      std::string tok;
+      if (!(ls >> tok))
+        throw std::runtime_error(file_ + ":" + std::to_string(line_no) + ": '" + name + "' is truncated: expected " +
+                                 std::to_string(values.size()) + " values");
+      v = std::strtof(tok.c_str(), nullptr);
+    }
+    tensors_[name] = mg::Tensor::from_vector(values, shape);
+  }
+}
+
+const mg::Tensor& Fixtures::get(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw std::runtime_error("fixture '" + name + "' is not in " + file_);
+  return it->second;
+}
+
+std::vector<int64_t> Fixtures::ints(const std::string& name) const {
+  std::vector<int64_t> out;
+  for (float v : get(name).to_vector()) out.push_back(static_cast<int64_t>(std::lround(v)));
+  return out;
+}
+
+mg::Tensor Fixtures::leaf(const std::string& name, bool requires_grad) const {
+  mg::Tensor t = mg::Tensor::from_vector(get(name).to_vector(), get(name).shape());
+  if (requires_grad) t.requires_grad_();
+  return t;
+}
+
+}  // namespace mgtest

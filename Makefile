@@ -33,6 +33,7 @@ LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp lm/*.cpp)
 TEST_SRCS := $(wildcard tests/*.cpp)
 TOOL_SRCS := $(wildcard tools/*.cpp)
 BENCH_SRCS:= $(wildcard bench/*.cpp)
+BENCH_BINS:= $(BENCH_SRCS:bench/%.cpp=$(BUILD)/bench/%)
 
 LIB_OBJS  := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
@@ -69,6 +70,15 @@ $(TESTS): $(TEST_OBJS) $(LIB)
 $(MOSGRAD): $(TOOL_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
 	$(CXX) $^ -o $@ $(LDFLAGS)
 
+# Each bench/NAME.cpp is its own program build/release/bench/NAME; bench/run.sh runs them all
+# (and the PyTorch peers when torch is importable) and prints one table.
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
+	$(CXX) $^ -o $@ $(LDFLAGS)
+
+bench:
+	@$(MAKE) --no-print-directory MODE=release $(BENCH_SRCS:bench/%.cpp=build/release/bench/%) $(if $(TOOL_SRCS),build/release/mosgrad)
+	bash bench/run.sh
+
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 test:
 	@$(MAKE) --no-print-directory MODE=release $(BUILD:build/%=build/release)/run_tests
@@ -84,4 +94,4 @@ asan:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_SRCS:%.cpp=$(BUILD)/%.d) $(TOOL_SRCS:%.cpp=$(BUILD)/%.d)

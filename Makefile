@@ -13,6 +13,7 @@ CXX      ?= g++
 MODE     ?= release
 ARCH     ?= -march=native
 BUILD    := build/$(MODE)
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 WARN     := -Wall -Wextra -Wno-unused-parameter
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
 
@@ -76,19 +77,19 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
 	$(CXX) $^ -o $@ $(LDFLAGS)
 
 bench:
-	@$(MAKE) --no-print-directory MODE=release $(BENCH_SRCS:bench/%.cpp=build/release/bench/%) $(if $(TOOL_SRCS),build/release/mosgrad)
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(BENCH_SRCS:bench/%.cpp=build/release/bench/%) $(if $(TOOL_SRCS),build/release/mosgrad)
 	bash bench/run.sh
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 test:
-	@$(MAKE) --no-print-directory MODE=release $(BUILD:build/%=build/release)/run_tests
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
 	./build/release/run_tests $(GTEST_FLAGS)
 
 debug:
-	@$(MAKE) --no-print-directory MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)
 
 asan:
-	@$(MAKE) --no-print-directory MODE=asan build/asan/run_tests
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/asan/run_tests $(GTEST_FLAGS)
 
 clean:

@@ -1,0 +1,26 @@
+// The dropout family of AWD-LSTM (Merity et al. 2017, §4). All are inverted dropout (survivors scaled
+// by 1/(1-p)), draw their masks from an explicit Generator (deterministic and resumable), and are the
+// identity when `training` is false or p == 0.
+#pragma once
+
+#include "tensor/philox.h"
+#include "tensor/tensor.h"
+
+namespace mg {
+
+// Standard dropout: an independent mask per element. x any shape.
+Tensor dropout(const Tensor& x, float p, Generator& gen, bool training);
+
+// Locked (variational) dropout (Gal & Ghahramani 2016): one mask per sequence, shared over time.
+// x [T,B,H]: the mask is [1,B,H], broadcast over T.
+Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training);
+
+// Embedding dropout (AWD-LSTM's embedded_dropout): drops whole word types — rows of the embedding
+// matrix — for the entire batch, scaling the kept rows. weight [V,E] -> [V,E]
+Tensor embedding_dropout(const Tensor& weight, float p, Generator& gen, bool training);
+
+// Weight drop / DropConnect (Wan et al. 2013) on the hidden-to-hidden matrix: one mask over the
+// whole matrix per forward pass, shared by every time step. weight [4H,H] -> [4H,H]
+Tensor weight_drop(const Tensor& weight, float p, Generator& gen, bool training);
+
+}  // namespace mg

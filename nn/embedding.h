@@ -1,0 +1,22 @@
+// Embedding: a [V,E] table whose rows are looked up by token id.
+#pragma once
+
+#include "nn/module.h"
+#include "tensor/philox.h"
+
+namespace mg {
+
+class Embedding : public Module {
+ public:
+  // AWD-LSTM's init: U(-0.1, 0.1).
+  Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, float init_range = 0.1f);
+  // ids: T*B token ids (row-major [T,B]) -> [T,B,E]
+  Tensor forward(const std::vector<int64_t>& ids, int64_t T, int64_t B) const;
+
+  Tensor weight;  // [V,E]
+};
+
+// The lookup itself, for a table that may be a dropped-out copy of the weight: -> [T,B,E]
+Tensor embedding_lookup(const Tensor& table /*[V,E]*/, const std::vector<int64_t>& ids, int64_t T, int64_t B);
+
+}  // namespace mg

@@ -1,0 +1,80 @@
+// Output heads: from the last LSTM layer's output to log-probabilities over the vocabulary. The
+// softmax bottleneck (Yang et al. 2017): a single softmax of h W^T gives a log-prob matrix of rank
+// <= H+1; the mixtures (MoS, MoSig) break that bound, MoC (mixing contexts before one softmax) does
+// not and is the low-rank control.
+//
+// Every head takes h [N,H] (N = T*B rows in [T,B] order) and returns log p [N,V]; B is needed for
+// the locked dropout on the MoS latent. Parameter names are the PyTorch exchange names:
+// decoder.weight [V,in] (absent when tied to encoder.weight), decoder.bias [V], and for the mixtures
+// prior.weight [K,H], latent.weight [K*E,H], latent.bias [K*E].
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "tensor/philox.h"
+
+namespace mg {
+
+enum class HeadKind { Softmax, MoS, Sigsoftmax, MoSig, MoC };
+HeadKind parse_head_kind(const std::string& name);  // "softmax" | "mos" | "sigsoftmax" | "mosig" | "moc"
+std::string head_kind_name(HeadKind kind);
+bool is_mixture(HeadKind kind);                      // mos, mosig, moc: have prior + latent
+
+class OutputHead : public Module {
+ public:
+  // h [N,H] -> log p [N,V]
+  virtual Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const = 0;
+  // Mean negative log-likelihood of targets [N]. The plain path, nll_loss(log_prob(h)), is the
+  // reference that any fused version is tested against.
+  virtual Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const;
+  virtual HeadKind kind() const = 0;
+  Tensor decoder_weight;  // [V,in]: our own parameter, or the encoder's weight when tied
+  Tensor decoder_bias;    // [V]
+};
+
+// Log-space sigsoftmax (Kanai et al. 2018, eq. 9): p_i ∝ exp(z_i) sigmoid(z_i), so
+// log p = z + log_sigmoid(z) - logsumexp(z + log_sigmoid(z)). z [N,V] -> [N,V]
+Tensor log_sigsoftmax(const Tensor& z);
+
+// Softmax or Sigsoftmax of h W^T + b.
+class SoftmaxHead : public OutputHead {
+ public:
+  // tied_weight: the encoder's weight [V,H] to share, or undefined for an own U(-0.1,0.1) decoder.
+  SoftmaxHead(HeadKind kind, int64_t V, int64_t H, const Tensor& tied_weight, Generator& gen);
+  Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const override;
+  HeadKind kind() const override { return kind_; }
+
+ private:
+  HeadKind kind_;
+};
+
+// MoS / MoSig / MoC with K experts of size E.
+class MixtureHead : public OutputHead {
+ public:
+  MixtureHead(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K, float dropoutl,
+              const Tensor& tied_weight, Generator& gen);
+  Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const override;
+  HeadKind kind() const override { return kind_; }
+
+  // The pieces, for tests and analysis tools. h [N,H]:
+  Tensor log_prior(const Tensor& h) const;                               // log π [N,K]
+  Tensor contexts(const Tensor& h, int64_t B, Generator& gen) const;     // tanh latent [N*K,E] (dropped)
+
+  Tensor prior_weight;   // [K,H]
+  Tensor latent_weight;  // [K*E,H]
+  Tensor latent_bias;    // [K*E]
+  int64_t experts, embedding;
+  float dropoutl;
+
+ private:
+  HeadKind kind_;
+};
+
+// Builds the head for `kind`. E = K experts' context size (the embedding size when tied).
+std::shared_ptr<OutputHead> make_head(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K, float dropoutl,
+                                      const Tensor& tied_weight, Generator& gen);
+
+}  // namespace mg

@@ -1,0 +1,111 @@
+#include "nn/rnn_model.h"
+
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "nn/dropout.h"
+
+namespace mg {
+
+std::vector<int64_t> ModelConfig::layer_sizes() const {
+  if (nlayers < 1) throw std::invalid_argument("model: nlayers must be >= 1, got " + std::to_string(nlayers));
+  std::vector<int64_t> sizes(static_cast<size_t>(nlayers), nhid);
+  sizes.back() = (!is_mixture(head) && tied) ? emsize : nhidlast;
+  return sizes;
+}
+
+std::map<std::string, std::string> ModelConfig::to_map() const {
+  auto f = [](float v) { std::ostringstream os; os.precision(9); os << v; return os.str(); };
+  return {{"ntoken", std::to_string(ntoken)}, {"emsize", std::to_string(emsize)}, {"nhid", std::to_string(nhid)},
+          {"nhidlast", std::to_string(nhidlast)}, {"nlayers", std::to_string(nlayers)},
+          {"n_experts", std::to_string(n_experts)}, {"dropout", f(dropout)}, {"dropouth", f(dropouth)},
+          {"dropouti", f(dropouti)}, {"dropoute", f(dropoute)}, {"dropoutl", f(dropoutl)}, {"wdrop", f(wdrop)},
+          {"tied", tied ? "1" : "0"}, {"head", head_kind_name(head)}};
+}
+
+ModelConfig ModelConfig::from_map(const std::map<std::string, std::string>& m) {
+  ModelConfig c;
+  auto get = [&](const char* key) -> const std::string& {
+    auto it = m.find(key);
+    if (it == m.end()) throw std::invalid_argument(std::string("model config: missing key '") + key + "'");
+    return it->second;
+  };
+  c.ntoken = std::stoll(get("ntoken"));
+  c.emsize = std::stoll(get("emsize"));
+  c.nhid = std::stoll(get("nhid"));
+  c.nhidlast = std::stoll(get("nhidlast"));
+  c.nlayers = std::stoll(get("nlayers"));
+  c.n_experts = std::stoll(get("n_experts"));
+  c.dropout = std::stof(get("dropout"));
+  c.dropouth = std::stof(get("dropouth"));
+  c.dropouti = std::stof(get("dropouti"));
+  c.dropoute = std::stof(get("dropoute"));
+  c.dropoutl = std::stof(get("dropoutl"));
+  c.wdrop = std::stof(get("wdrop"));
+  c.tied = get("tied") == "1";
+  c.head = parse_head_kind(get("head"));
+  return c;
+}
+
+std::string ModelConfig::summary() const {
+  std::ostringstream os;
+  os << head_kind_name(head);
+  if (is_mixture(head)) os << " K=" << n_experts;
+  os << " E=" << emsize << " LSTM [";
+  const auto sizes = layer_sizes();
+  for (size_t i = 0; i < sizes.size(); ++i) os << (i ? "," : "") << sizes[i];
+  os << "] V=" << ntoken << (tied ? " tied" : " untied");
+  return os.str();
+}
+
+Hidden detach_hidden(const Hidden& hidden) {
+  Hidden out;
+  for (const LSTMState& s : hidden) out.push_back(s.detach());
+  return out;
+}
+
+RNNModel::RNNModel(const ModelConfig& cfg, uint64_t seed) : config(cfg), dropout_gen(seed ^ 0x9e3779b97f4a7c15ull) {
+  Generator init(seed);
+  encoder = register_module("encoder", std::make_shared<Embedding>(cfg.ntoken, cfg.emsize, init));
+  const std::vector<int64_t> sizes = cfg.layer_sizes();
+  for (int64_t l = 0; l < cfg.nlayers; ++l) {
+    const int64_t in = l == 0 ? cfg.emsize : sizes[l - 1];
+    rnns.push_back(register_module("rnns." + std::to_string(l), std::make_shared<LSTMLayer>(in, sizes[l], init)));
+  }
+  const Tensor tied = cfg.tied ? encoder->weight : Tensor();
+  head = register_module("", make_head(cfg.head, cfg.ntoken, sizes.back(), cfg.emsize, cfg.n_experts, cfg.dropoutl,
+                                       tied, init));
+  name_parameters();
+}
+
+Hidden RNNModel::init_hidden(int64_t B) const {
+  Hidden hidden;
+  for (const auto& rnn : rnns) hidden.push_back(rnn->zero_state(B));
+  return hidden;
+}
+
+ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_t B, const Hidden& hidden,
+                              const std::vector<int64_t>* targets) {
+  if (hidden.size() != rnns.size())
+    throw ShapeError("model: hidden state has " + std::to_string(hidden.size()) + " layers, the model " +
+                     std::to_string(rnns.size()) + " (use init_hidden(B))");
+  const bool training = is_training();
+  ModelOutput out;
+  const Tensor table = embedding_dropout(encoder->weight, config.dropoute, dropout_gen, training);  // [V,E]
+  Tensor x = locked_dropout(embedding_lookup(table, ids, T, B), config.dropouti, dropout_gen, training);  // [T,B,E]
+  for (size_t l = 0; l < rnns.size(); ++l) {
+    const Tensor w_hh = weight_drop(rnns[l]->weight_hh, config.wdrop, dropout_gen, training);  // one mask per forward
+    auto [y, state] = rnns[l]->forward(x, hidden[l], config.fused_lstm, w_hh);                 // y [T,B,H_l]
+    out.hidden.push_back(state);
+    out.raw_outputs.push_back(y);
+    const bool last = l + 1 == rnns.size();
+    x = locked_dropout(y, last ? config.dropout : config.dropouth, dropout_gen, training);
+    out.dropped_outputs.push_back(x);
+  }
+  const Tensor h = reshape(x, {T * B, x.size(2)});  // [N,H_last]
+  if (targets) out.loss = head->nll(h, B, *targets, dropout_gen);
+  else out.log_prob = head->log_prob(h, B, dropout_gen);
+  return out;
+}
+
+}  // namespace mg

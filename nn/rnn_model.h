@@ -1,0 +1,68 @@
+// The AWD-LSTM / MoS language model (Merity et al. 2017; Yang et al. 2017):
+//   ids [T,B] -> embedding (embedding dropout `dropoute`) -> locked dropout `dropouti`
+//   -> LSTM stack (weight drop `wdrop` on each W_hh; locked dropout `dropouth` between layers)
+//   -> locked dropout `dropout` -> output head -> log p [T*B,V]
+// configured by the reference scripts' flags.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/embedding.h"
+#include "nn/heads.h"
+#include "nn/lstm.h"
+
+namespace mg {
+
+struct ModelConfig {
+  int64_t ntoken = 10000;   // V
+  int64_t emsize = 200;     // E
+  int64_t nhid = 400;       // H of every LSTM layer but the last
+  int64_t nhidlast = 200;   // H of the last layer (mixture heads; untied softmax heads)
+  int64_t nlayers = 2;
+  int64_t n_experts = 1;    // K (mixture heads)
+  float dropout = 0.4f, dropouth = 0.25f, dropouti = 0.0f, dropoute = 0.1f, dropoutl = 0.0f, wdrop = 0.5f;
+  bool tied = true;
+  HeadKind head = HeadKind::Softmax;
+  bool fused_lstm = true;   // false: the step-by-step reference LSTM built from ops
+
+  // Hidden size of each LSTM layer. The last is E for a tied softmax/sigsoftmax head (the decoder is
+  // the [V,E] embedding), else nhidlast.
+  std::vector<int64_t> layer_sizes() const;
+  // Flat key=value form, for checkpoint headers and safetensors __metadata__.
+  std::map<std::string, std::string> to_map() const;
+  static ModelConfig from_map(const std::map<std::string, std::string>& values);
+  std::string summary() const;  // one line, e.g. "mos K=5 E=200 LSTM [400,400] V=10000 tied"
+};
+
+using Hidden = std::vector<LSTMState>;  // one (h, c) per layer, each [B,H_l]
+Hidden detach_hidden(const Hidden& hidden);
+
+struct ModelOutput {
+  Tensor log_prob;                      // [T*B,V]; undefined when the loss was computed directly
+  Tensor loss;                          // mean NLL of the targets, when targets were given
+  Hidden hidden;                        // the final state, to carry into the next segment
+  std::vector<Tensor> raw_outputs;      // per layer [T,B,H_l], before dropout (TAR uses the last)
+  std::vector<Tensor> dropped_outputs;  // per layer, after dropouth / dropout (AR uses the last)
+};
+
+class RNNModel : public Module {
+ public:
+  RNNModel(const ModelConfig& config, uint64_t seed);
+
+  // ids: T*B token ids, row-major [T,B]. With targets (T*B ids) the loss is computed through the
+  // head's nll (which may skip materialising log_prob); without, log_prob is returned.
+  ModelOutput forward(const std::vector<int64_t>& ids, int64_t T, int64_t B, const Hidden& hidden,
+                      const std::vector<int64_t>* targets = nullptr);
+  Hidden init_hidden(int64_t B) const;
+
+  ModelConfig config;
+  std::shared_ptr<Embedding> encoder;
+  std::vector<std::shared_ptr<LSTMLayer>> rnns;
+  std::shared_ptr<OutputHead> head;
+  Generator dropout_gen;  // every dropout mask comes from here; saved in checkpoints for exact resume
+};
+
+}  // namespace mg

@@ -1,0 +1,149 @@
+#include "lm/optim.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "autograd/node.h"
+#include "tensor/parallel.h"
+
+namespace mg {
+
+OptimizerKind parse_optimizer_kind(const std::string& name) {
+  if (name == "sgd") return OptimizerKind::SGD;
+  if (name == "asgd") return OptimizerKind::ASGD;
+  if (name == "adam") return OptimizerKind::Adam;
+  throw std::invalid_argument("unknown optimizer '" + name + "': choose sgd, asgd or adam");
+}
+
+std::string optimizer_kind_name(OptimizerKind kind) {
+  return kind == OptimizerKind::SGD ? "sgd" : kind == OptimizerKind::ASGD ? "asgd" : "adam";
+}
+
+Optimizer::Optimizer(OptimizerKind kind, std::vector<std::pair<std::string, Tensor>> params, float wdecay,
+                     float beta1, float beta2, float eps)
+    : kind_(kind), wdecay_(wdecay), beta1_(beta1), beta2_(beta2), eps_(eps) {
+  for (auto& [name, p] : params) {
+    Slot s{name, p, {}, {}};
+    if (kind == OptimizerKind::Adam) s.buf_a = Tensor::zeros(p.shape()), s.buf_b = Tensor::zeros(p.shape());
+    if (kind == OptimizerKind::ASGD) s.buf_a = copy_contiguous(p);
+    slots_.push_back(std::move(s));
+  }
+}
+
+void Optimizer::step(float lr) {
+  if (swapped_) throw std::logic_error("optimizer step while the averaged weights are swapped in");
+  NoGradGuard no_grad;
+  ++steps_;
+  const float bc1 = 1.0f - std::pow(beta1_, static_cast<float>(steps_));
+  const float bc2 = 1.0f - std::pow(beta2_, static_cast<float>(steps_));
+  const float mu = 1.0f / static_cast<float>(steps_);
+  for (Slot& s : slots_) {
+    const Tensor grad = s.param.grad();
+    if (!grad.defined()) continue;
+    float* p = s.param.data();
+    const float* g = grad.data();
+    const int64_t n = s.param.numel();
+    float* a = s.buf_a.defined() ? s.buf_a.data() : nullptr;
+    float* b = s.buf_b.defined() ? s.buf_b.data() : nullptr;
+    parallel_for(n, 1 << 15, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const float gi = g[i] + wdecay_ * p[i];
+        switch (kind_) {
+          case OptimizerKind::SGD:
+            p[i] -= lr * gi;
+            break;
+          case OptimizerKind::ASGD:
+            p[i] -= lr * gi;
+            a[i] += mu * (p[i] - a[i]);  // running mean of the iterates
+            break;
+          case OptimizerKind::Adam: {
+            a[i] = beta1_ * a[i] + (1 - beta1_) * gi;
+            b[i] = beta2_ * b[i] + (1 - beta2_) * gi * gi;
+            p[i] -= lr * (a[i] / bc1) / (std::sqrt(b[i] / bc2) + eps_);
+            break;
+          }
+        }
+      }
+    });
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (Slot& s : slots_) s.param.zero_grad();
+}
+
+static void swap_values(Tensor& a, Tensor& b) {
+  float* x = a.data();
+  float* y = b.data();
+  for (int64_t i = 0, n = a.numel(); i < n; ++i) std::swap(x[i], y[i]);
+}
+
+void Optimizer::swap_in_average() {
+  if (kind_ != OptimizerKind::ASGD || swapped_) return;
+  for (Slot& s : slots_) swap_values(s.param, s.buf_a);
+  swapped_ = true;
+}
+
+void Optimizer::swap_out_average() {
+  if (kind_ != OptimizerKind::ASGD || !swapped_) return;
+  for (Slot& s : slots_) swap_values(s.param, s.buf_a);
+  swapped_ = false;
+}
+
+std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const Slot& s : slots_) {
+    if (kind_ == OptimizerKind::ASGD) out.emplace_back(s.name + ".ax", s.buf_a);
+    if (kind_ == OptimizerKind::Adam) {
+      out.emplace_back(s.name + ".exp_avg", s.buf_a);
+      out.emplace_back(s.name + ".exp_avg_sq", s.buf_b);
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors, int64_t steps) {
+  auto find = [&](const std::string& name) -> const Tensor& {
+    for (const auto& [n, t] : tensors)
+      if (n == name) return t;
+    throw std::runtime_error("optimizer state: missing '" + name + "' (checkpoint from another optimizer?)");
+  };
+  auto fill = [&](Tensor& dst, const std::string& name) {
+    const Tensor& src = find(name);
+    if (src.shape() != dst.shape())
+      throw std::runtime_error("optimizer state: '" + name + "' is " + shape_str(src.shape()) + ", expected " +
+                               shape_str(dst.shape()));
+    const std::vector<float> v = src.to_vector();
+    std::copy(v.begin(), v.end(), dst.data());
+  };
+  for (Slot& s : slots_) {
+    if (kind_ == OptimizerKind::ASGD) fill(s.buf_a, s.name + ".ax");
+    if (kind_ == OptimizerKind::Adam) fill(s.buf_a, s.name + ".exp_avg"), fill(s.buf_b, s.name + ".exp_avg_sq");
+  }
+  steps_ = steps;
+}
+
+double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
+  double total = 0;
+  for (const Tensor& p : params) {
+    const Tensor g = p.grad();
+    if (!g.defined()) continue;
+    const float* d = g.data();
+    double acc = 0;
+    for (int64_t i = 0, n = g.numel(); i < n; ++i) acc += static_cast<double>(d[i]) * d[i];
+    total += acc;
+  }
+  const double norm = std::sqrt(total);
+  if (max_norm > 0 && norm > max_norm) {
+    const float scale = static_cast<float>(max_norm / (norm + 1e-6));
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      float* d = g.data();
+      for (int64_t i = 0, n = g.numel(); i < n; ++i) d[i] *= scale;
+    }
+  }
+  return norm;
+}
+
+}  // namespace mg

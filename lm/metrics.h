@@ -75,7 +75,16 @@ class ProgressDisplay {
   std::FILE* out_;
   bool tty_;
   bool bar_open_ = false;
+  // The ETA's reference point: where (batch, elapsed seconds) the current epoch's timing starts.
+  int64_t eta_epoch_ = -1;
+  int64_t eta_batch_ = 0;
+  double eta_elapsed_s_ = 0;
+  size_t bar_width_ = 0;      // characters of the last bar drawn, so a shorter one can blank them
 };
+
+// A remaining time as the display shows it: "1h02m", "4m12s", "35s"; "--" when unknown (not finite
+// or negative).
+std::string format_eta(double seconds);
 
 // Reads a metrics.jsonl file and writes an SVG of the learning curves: training perplexity per
 // interval and validation perplexity per epoch against training tokens (log-scale y axis), with

@@ -1,0 +1,222 @@
+#include "lm/corpus.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#ifndef MOSGRAD_SOURCE_DIR
+#define MOSGRAD_SOURCE_DIR "."
+#endif
+
+namespace fs = std::filesystem;
+
+namespace mg {
+
+// ---------------------------------------------------------------- Vocab
+
+int64_t Vocab::add(const std::string& word) {
+  auto it = ids_.find(word);
+  if (it != ids_.end()) return it->second;
+  const int64_t id = size();
+  ids_.emplace(word, id);
+  words_.push_back(word);
+  return id;
+}
+
+int64_t Vocab::find(const std::string& word) const {
+  auto it = ids_.find(word);
+  return it == ids_.end() ? -1 : it->second;
+}
+
+int64_t Vocab::id(const std::string& word) const {
+  const int64_t i = find(word);
+  if (i < 0) throw std::out_of_range("Vocab::id: the word '" + word + "' is not in the vocabulary");
+  return i;
+}
+
+const std::string& Vocab::word(int64_t id) const {
+  if (id < 0 || id >= size())
+    throw std::out_of_range("Vocab::word: id " + std::to_string(id) + " is outside [0, " +
+                            std::to_string(size()) + ")");
+  return words_[static_cast<size_t>(id)];
+}
+
+// ---------------------------------------------------------------- reading
+
+namespace {
+
+const char* kHowToGetData =
+    "Point mosgrad at the data with --data DIR or the environment variable MOSGRAD_DATA, "
+    "or run `make data` to download Penn Treebank into data/ptb.";
+
+std::string hex_byte(unsigned char c) {
+  const char* digits = "0123456789abcdef";
+  return std::string("0x") + digits[c >> 4] + digits[c & 15];
+}
+
+std::string read_whole_file(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw std::runtime_error("corpus file " + path + " does not exist. " + kHowToGetData);
+  if (fs::is_directory(path, ec))
+    throw std::runtime_error("corpus file " + path + " is a directory, not a text file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("corpus file " + path + " exists but cannot be opened (permissions?)");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  if (in.bad()) throw std::runtime_error("corpus file " + path + ": read error");
+  return buf.str();
+}
+
+// Decodes the UTF-8 sequence at text[i] (strictly: no overlong forms, no surrogates, nothing above
+// U+10FFFF — what Python's utf-8 codec accepts). Returns its length in bytes and sets *cp; 0 when
+// the bytes are not valid UTF-8.
+size_t decode_utf8(const std::string& text, size_t i, uint32_t* cp) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = byte(i);
+  size_t len;
+  uint32_t v, min;
+  if (c < 0x80) { *cp = c; return 1; }
+  if ((c & 0xE0) == 0xC0) { len = 2; v = c & 0x1F; min = 0x80; }
+  else if ((c & 0xF0) == 0xE0) { len = 3; v = c & 0x0F; min = 0x800; }
+  else if ((c & 0xF8) == 0xF0) { len = 4; v = c & 0x07; min = 0x10000; }
+  else return 0;
+  if (i + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+    v = (v << 6) | (byte(i + k) & 0x3F);
+  }
+  if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+  *cp = v;
+  return len;
+}
+
+// Python's str.isspace() (the separators of str.split()), minus the line ends handled separately.
+bool is_python_space(uint32_t cp) {
+  if (cp == ' ' || (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x1F)) return true;
+  if (cp < 0x85) return false;
+  return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) ||
+         cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+}  // namespace
+
+std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool grow,
+                                   int64_t* unk_count) {
+  const std::string text = read_whole_file(path);
+  if (text.empty()) throw std::runtime_error("corpus file " + path + " is empty (0 bytes)");
+
+  std::vector<int64_t> ids;
+  ids.reserve(text.size() / 5);  // ~5 bytes per token in PTB: avoids most regrowth
+  int64_t words = 0, unknown = 0;
+  // <eos> gets its id when first needed (after the first line's words), as in AWD-LSTM.
+  int64_t eos = vocab.find(Vocab::kEos);
+  std::string word;
+
+  const auto flush_word = [&]() {
+    if (word.empty()) return;
+    ++words;
+    int64_t id = grow ? vocab.add(word) : vocab.find(word);
+    if (id < 0) {
+      ++unknown;
+      id = vocab.add(Vocab::kUnk);  // usually already there; appended when train had none
+    }
+    ids.push_back(id);
+    word.clear();
+  };
+
+  size_t i = 0;
+  bool line_open = false;  // bytes seen since the last line end: a last line without "\n" still gets <eos>
+  while (i < text.size()) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == 0)
+      throw std::runtime_error("corpus file " + path + " contains a NUL byte at offset " +
+                               std::to_string(i) + ": it looks like a binary file, not a text corpus");
+    if (c == '\n' || c == '\r') {
+      // Python's text mode turns "\r\n" and a lone "\r" into "\n": each is one line end.
+      flush_word();
+      if (eos < 0) eos = vocab.add(Vocab::kEos);
+      ids.push_back(eos);
+      line_open = false;
+      i += (c == '\r' && i + 1 < text.size() && text[i + 1] == '\n') ? 2 : 1;
+      continue;
+    }
+    line_open = true;
+    uint32_t cp;
+    const size_t len = decode_utf8(text, i, &cp);
+    if (len == 0)
+      throw std::runtime_error("corpus file " + path + " is not UTF-8 text: invalid byte " +
+                               hex_byte(c) + " at offset " + std::to_string(i) +
+                               " (a binary file, or a text file in another encoding?)");
+    if (is_python_space(cp)) flush_word();
+    else word.append(text, i, len);
+    i += len;
+  }
+  if (line_open) {
+    flush_word();
+    if (eos < 0) eos = vocab.add(Vocab::kEos);
+    ids.push_back(eos);
+  }
+  if (words == 0)
+    throw std::runtime_error("corpus file " + path + " is empty: it has " + std::to_string(text.size()) +
+                             " bytes but no words, only whitespace");
+  if (unk_count) *unk_count = unknown;
+  return ids;
+}
+
+Corpus load_corpus(const std::string& dir, int64_t max_vocab) {
+  struct Layout { const char* format; const char* prefix; const char* ext; };
+  const Layout layouts[] = {{"ptb", "ptb.", ".txt"}, {"wikitext-2", "wiki.", ".tokens"}};
+  const auto file = [&](const Layout& l, const char* split) {
+    return (fs::path(dir) / (std::string(l.prefix) + split + l.ext)).string();
+  };
+
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw std::runtime_error("data directory " + dir + " does not exist. " + kHowToGetData);
+  const Layout* layout = nullptr;
+  for (const Layout& l : layouts)
+    if (fs::exists(file(l, "train"), ec)) { layout = &l; break; }
+  if (!layout)
+    throw std::runtime_error("no corpus in " + dir + ": expected ptb.train.txt, ptb.valid.txt, ptb.test.txt "
+                             "(Penn Treebank) or wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens "
+                             "(WikiText-2). " + kHowToGetData);
+  // Check all three before the slow reading, so a half-copied directory fails at once.
+  for (const char* split : {"valid", "test"})
+    if (!fs::exists(file(*layout, split), ec))
+      throw std::runtime_error("corpus file " + file(*layout, split) + " does not exist (found " +
+                               file(*layout, "train") + " beside it). " + kHowToGetData);
+
+  Corpus c;
+  c.dir = dir;
+  c.format = layout->format;
+  c.train = tokenize_file(file(*layout, "train"), c.vocab, /*grow=*/true);
+  if (max_vocab > 0 && c.vocab.size() > max_vocab)
+    throw std::runtime_error("corpus file " + file(*layout, "train") + " has a vocabulary of " +
+                             std::to_string(c.vocab.size()) + " words, more than the limit of " +
+                             std::to_string(max_vocab) + " (is this a word-level corpus? raise the "
+                             "limit if it really is)");
+  c.valid = tokenize_file(file(*layout, "valid"), c.vocab, /*grow=*/false, &c.unk_valid);
+  c.test = tokenize_file(file(*layout, "test"), c.vocab, /*grow=*/false, &c.unk_test);
+  return c;
+}
+
+std::string resolve_data_dir(const std::string& explicit_dir) {
+  std::string dir = explicit_dir;
+  if (dir.empty()) {
+    const char* env = std::getenv("MOSGRAD_DATA");
+    if (env && *env) dir = env;
+  }
+  if (dir.empty()) return (fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb").string();
+  const fs::path p(dir);
+  std::error_code ec;
+  if (p.is_absolute() || fs::exists(p, ec)) return dir;
+  // Not found from here: try the checkout, so the same relative setting works from any directory.
+  const fs::path in_checkout = fs::path(MOSGRAD_SOURCE_DIR) / p;
+  if (fs::exists(in_checkout, ec)) return in_checkout.lexically_normal().string();
+  return dir;  // let load_corpus report it as missing, under the name the user gave
+}
+
+}  // namespace mg

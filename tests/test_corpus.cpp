@@ -1,0 +1,420 @@
+// Corpus reading (lm/corpus.h) and batching (lm/batching.h). Small hand-made corpora always; the
+// real PTB / WikiText-2 figures when the data is present ($MOSGRAD_DATA or data/ptb), else skipped.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <set>
+
+#include "lm/batching.h"
+#include "lm/corpus.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh directory per test, removed at the end.
+class TempDir {
+ public:
+  TempDir() {
+    static int counter = 0;
+    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+    path_ = fs::path(testing::TempDir()) / ("mosgrad_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
+                                            std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+  void write(const std::string& name, const std::string& bytes) const {
+    std::ofstream(file(name), std::ios::binary) << bytes;
+  }
+
+ private:
+  fs::path path_;
+};
+
+void write_ptb(const TempDir& d, const std::string& train, const std::string& valid, const std::string& test) {
+  d.write("ptb.train.txt", train);
+  d.write("ptb.valid.txt", valid);
+  d.write("ptb.test.txt", test);
+}
+
+// The message of the std::runtime_error thrown by fn ("" when none is thrown).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::vector<std::string> words_of(const mg::Vocab& v, const std::vector<int64_t>& ids) {
+  std::vector<std::string> out;
+  for (int64_t id : ids) out.push_back(v.word(id));
+  return out;
+}
+
+// Sets or unsets an environment variable for the scope of one test.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    if (value) ::setenv(name, value, 1);
+    else ::unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
+    else ::unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
+// The real PTB directory, or "" when it is not there (the tests needing it skip).
+std::string ptb_dir() {
+  const std::string dir = mg::resolve_data_dir();
+  return fs::exists(fs::path(dir) / "ptb.train.txt") ? dir : "";
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Vocab / Corpus
+
+TEST(Corpus, VocabLookup) {
+  mg::Vocab v;
+  EXPECT_EQ(v.add("the"), 0);
+  EXPECT_EQ(v.add("cat"), 1);
+  EXPECT_EQ(v.add("the"), 0);
+  EXPECT_EQ(v.size(), 2);
+  EXPECT_EQ(v.find("dog"), -1);
+  EXPECT_EQ(v.eos(), -1);
+  EXPECT_EQ(v.word(1), "cat");
+  EXPECT_EQ(v.id("cat"), 1);
+  EXPECT_THROW(v.id("dog"), std::out_of_range);
+  EXPECT_THROW(v.word(2), std::out_of_range);
+  EXPECT_THROW(v.word(-1), std::out_of_range);
+}
+
+TEST(Corpus, ReadsLikeAwdLstm) {
+  TempDir d;
+  // Tabs and runs of spaces separate words; an empty line still gets <eos>; so does a last line
+  // without "\n". "\r\n" and a lone "\r" are one line end each, as in Python's text mode.
+  write_ptb(d, "the cat  sat\n\n the\tdog\r\nsat on\rthe mat", "the cow sat\n", "a dog\n");
+  const mg::Corpus c = mg::load_corpus(d.str());
+  EXPECT_EQ(c.format, "ptb");
+  // Order of first appearance in train, <eos> after the first line's words; then <unk>, appended
+  // because valid has a word ("cow") outside train and train had no <unk> of its own.
+  const std::vector<std::string> words = {"the", "cat", "sat", "<eos>", "dog", "on", "mat", "<unk>"};
+  ASSERT_EQ(c.vocab.words(), words);
+  EXPECT_EQ(words_of(c.vocab, c.train),
+            (std::vector<std::string>{"the", "cat", "sat", "<eos>", "<eos>", "the", "dog", "<eos>", "sat", "on",
+                                      "<eos>", "the", "mat", "<eos>"}));
+  EXPECT_EQ(c.vocab.unk(), 7);
+  EXPECT_EQ(words_of(c.vocab, c.valid), (std::vector<std::string>{"the", "<unk>", "sat", "<eos>"}));
+  EXPECT_EQ(words_of(c.vocab, c.test), (std::vector<std::string>{"<unk>", "dog", "<eos>"}));
+  EXPECT_EQ(c.unk_valid, 1);
+  EXPECT_EQ(c.unk_test, 1);
+}
+
+TEST(Corpus, ExistingUnkWordIsReused) {
+  TempDir d;
+  write_ptb(d, "a <unk> b\n", "a zzz\n", "b\n");
+  const mg::Corpus c = mg::load_corpus(d.str());
+  EXPECT_EQ(c.vocab.size(), 4);  // a <unk> b <eos>: nothing appended
+  EXPECT_EQ(c.valid, (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(c.unk_valid, 1);
+  EXPECT_EQ(c.unk_test, 0);
+}
+
+TEST(Corpus, UnicodeWhitespaceSplitsLikePython) {
+  TempDir d;
+  // U+00A0 (no-break space) and U+3000 separate words in Python's str.split(); U+2028 is a space
+  // there too but not a line end when iterating over a file. Other UTF-8 is part of words.
+  write_ptb(d, "caf\xC3\xA9\xC2\xA0" "b\xE3\x80\x80" "c\xE2\x80\xA8" "d\n", "b\n", "c\n");
+  const mg::Corpus c = mg::load_corpus(d.str());
+  EXPECT_EQ(c.vocab.words(), (std::vector<std::string>{"caf\xC3\xA9", "b", "c", "d", "<eos>"}));
+}
+
+TEST(Corpus, WikiTextLayout) {
+  TempDir d;
+  d.write("wiki.train.tokens", " = Valkyria = \n\n a b \n");
+  d.write("wiki.valid.tokens", " a <unk> \n");
+  d.write("wiki.test.tokens", " b \n");
+  const mg::Corpus c = mg::load_corpus(d.str());
+  EXPECT_EQ(c.format, "wikitext-2");
+  EXPECT_EQ(c.train.size(), 8u);  // = Valkyria = <eos> <eos> a b <eos>
+  EXPECT_EQ(c.vocab.words(), (std::vector<std::string>{"=", "Valkyria", "<eos>", "a", "b", "<unk>"}));
+  EXPECT_EQ(c.unk_valid, 1);  // "<unk>" itself was not in train
+}
+
+TEST(Corpus, MissingDataSaysHowToGetIt) {
+  TempDir d;
+  const std::string no_dir = error_of([&] { mg::load_corpus(d.file("nope")); });
+  EXPECT_NE(no_dir.find(d.file("nope")), std::string::npos) << no_dir;
+  for (const char* hint : {"--data", "MOSGRAD_DATA", "make data"})
+    EXPECT_NE(no_dir.find(hint), std::string::npos) << no_dir;
+
+  const std::string empty_dir = error_of([&] { mg::load_corpus(d.str()); });
+  EXPECT_NE(empty_dir.find("ptb.train.txt"), std::string::npos) << empty_dir;
+  EXPECT_NE(empty_dir.find("wiki.train.tokens"), std::string::npos) << empty_dir;
+
+  d.write("ptb.train.txt", "a\n");
+  d.write("ptb.test.txt", "a\n");
+  const std::string no_valid = error_of([&] { mg::load_corpus(d.str()); });
+  EXPECT_NE(no_valid.find(d.file("ptb.valid.txt")), std::string::npos) << no_valid;
+  EXPECT_NE(no_valid.find("MOSGRAD_DATA"), std::string::npos) << no_valid;
+}
+
+TEST(Corpus, EmptyAndBinaryFilesNameTheFile) {
+  TempDir d;
+  write_ptb(d, "a b\n", "", "a\n");
+  std::string e = error_of([&] { mg::load_corpus(d.str()); });
+  EXPECT_NE(e.find(d.file("ptb.valid.txt")), std::string::npos) << e;
+  EXPECT_NE(e.find("empty"), std::string::npos) << e;
+
+  write_ptb(d, "a b\n", " \n\n\t\n", "a\n");
+  e = error_of([&] { mg::load_corpus(d.str()); });
+  EXPECT_NE(e.find("no words"), std::string::npos) << e;
+
+  write_ptb(d, std::string("a b\nc\0d\n", 8), "a\n", "a\n");
+  e = error_of([&] { mg::load_corpus(d.str()); });
+  EXPECT_NE(e.find(d.file("ptb.train.txt")), std::string::npos) << e;
+  EXPECT_NE(e.find("NUL byte at offset 5"), std::string::npos) << e;
+
+  write_ptb(d, "a b\n", "a\n", "caf\xE9\n");  // Latin-1, not UTF-8
+  e = error_of([&] { mg::load_corpus(d.str()); });
+  EXPECT_NE(e.find(d.file("ptb.test.txt")), std::string::npos) << e;
+  EXPECT_NE(e.find("not UTF-8"), std::string::npos) << e;
+  EXPECT_NE(e.find("0xe9 at offset 3"), std::string::npos) << e;
+
+  write_ptb(d, "a b\n", "a\n", "\xED\xA0\x80\n");  // an encoded surrogate: invalid in UTF-8
+  EXPECT_NE(error_of([&] { mg::load_corpus(d.str()); }).find("not UTF-8"), std::string::npos);
+}
+
+TEST(Corpus, VocabularyLimit) {
+  TempDir d;
+  write_ptb(d, "a b c d\n", "a\n", "a\n");
+  EXPECT_EQ(mg::load_corpus(d.str(), 5).vocab.size(), 5);  // a b c d <eos>
+  const std::string e = error_of([&] { mg::load_corpus(d.str(), 4); });
+  EXPECT_NE(e.find(d.file("ptb.train.txt")), std::string::npos) << e;
+  EXPECT_NE(e.find("vocabulary of 5 words"), std::string::npos) << e;
+  EXPECT_NE(e.find("limit of 4"), std::string::npos) << e;
+}
+
+TEST(Corpus, ResolveDataDir) {
+  TempDir d;
+  {
+    ScopedEnv env("MOSGRAD_DATA", "/somewhere/else");
+    EXPECT_EQ(mg::resolve_data_dir(d.str()), d.str());  // the flag wins over the environment
+    EXPECT_EQ(mg::resolve_data_dir(), "/somewhere/else");
+  }
+  {
+    ScopedEnv env("MOSGRAD_DATA", nullptr);
+    EXPECT_EQ(fs::path(mg::resolve_data_dir()), fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb");
+  }
+  {
+    ScopedEnv env("MOSGRAD_DATA", "");  // set but empty counts as unset
+    EXPECT_EQ(fs::path(mg::resolve_data_dir()), fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb");
+  }
+  // A relative path that does not exist from here is looked up in the checkout ("tests" does).
+  const fs::path cwd = fs::current_path();
+  fs::current_path(d.str());
+  const std::string resolved = mg::resolve_data_dir("tests");
+  const std::string missing = mg::resolve_data_dir("no/such/dir");
+  fs::current_path(cwd);
+  EXPECT_EQ(fs::path(resolved), fs::path(MOSGRAD_SOURCE_DIR) / "tests");
+  EXPECT_EQ(missing, "no/such/dir");
+}
+
+TEST(Corpus, PennTreebankFigures) {
+  const std::string dir = ptb_dir();
+  if (dir.empty()) GTEST_SKIP() << "PTB not found (set MOSGRAD_DATA or run make data)";
+  const mg::Corpus c = mg::load_corpus(dir, 10000);
+  EXPECT_EQ(c.train.size(), 929589u);
+  EXPECT_EQ(c.valid.size(), 73760u);
+  EXPECT_EQ(c.test.size(), 82430u);
+  EXPECT_EQ(c.vocab.size(), 10000);
+  EXPECT_EQ(c.unk_valid, 0);
+  EXPECT_EQ(c.unk_test, 0);
+  // Ids as AWD-LSTM's data.py assigns them (computed with it): <eos> after the 24 words of line 1.
+  EXPECT_EQ(c.vocab.eos(), 24);
+  EXPECT_EQ(c.vocab.unk(), 26);
+  EXPECT_EQ(c.vocab.word(0), "aer");
+  EXPECT_EQ(std::vector<int64_t>(c.valid.begin(), c.valid.begin() + 5), (std::vector<int64_t>{2211, 396, 1129, 64, 831}));
+  EXPECT_EQ(std::accumulate(c.train.begin(), c.train.end(), int64_t{0}), 1156603095);
+  EXPECT_EQ(std::accumulate(c.valid.begin(), c.valid.end(), int64_t{0}), 90505708);
+  EXPECT_EQ(std::accumulate(c.test.begin(), c.test.end(), int64_t{0}), 96492489);
+}
+
+TEST(Corpus, WikiText2Figures) {
+  // WikiText-2 is looked for beside PTB (data/wikitext-2 next to data/ptb).
+  const std::string ptb = ptb_dir();
+  const fs::path dir = ptb.empty() ? fs::path() : fs::path(ptb).parent_path() / "wikitext-2";
+  if (ptb.empty() || !fs::exists(dir / "wiki.train.tokens")) GTEST_SKIP() << "WikiText-2 not found beside PTB";
+  const mg::Corpus c = mg::load_corpus(dir.string());
+  EXPECT_EQ(c.format, "wikitext-2");
+  EXPECT_EQ(c.train.size(), 2088628u);
+  EXPECT_EQ(c.valid.size(), 217646u);
+  EXPECT_EQ(c.test.size(), 245569u);
+  EXPECT_EQ(c.vocab.size(), 33278);
+  EXPECT_EQ(c.unk_valid + c.unk_test, 0);
+  EXPECT_EQ(std::accumulate(c.train.begin(), c.train.end(), int64_t{0}), 7397652102);
+  EXPECT_EQ(std::accumulate(c.test.begin(), c.test.end(), int64_t{0}), 676583775);
+}
+
+// ---------------------------------------------------------------- batching
+
+TEST(Batching, BatchifyColumnsAreContiguousText) {
+  std::vector<int64_t> ids(11);
+  std::iota(ids.begin(), ids.end(), 0);
+  const mg::Batched b = mg::batchify(ids, 2);
+  EXPECT_EQ(b.rows, 5);
+  EXPECT_EQ(b.batch, 2);
+  EXPECT_EQ(b.data, (std::vector<int64_t>{0, 5, 1, 6, 2, 7, 3, 8, 4, 9}));  // token 10 trimmed
+  EXPECT_EQ(b.at(4, 1), 9);
+  EXPECT_THROW(b.at(5, 0), std::out_of_range);
+  EXPECT_THROW(mg::batchify(ids, 0), std::invalid_argument);
+  EXPECT_THROW(mg::batchify(ids, 12), std::invalid_argument);
+  EXPECT_EQ(mg::batchify(ids, 1).rows, 11);
+}
+
+TEST(Batching, GetBatchShiftsTargetsAndClipsAtTheEnd) {
+  std::vector<int64_t> ids(11);
+  std::iota(ids.begin(), ids.end(), 0);
+  const mg::Batched data = mg::batchify(ids, 2);
+  const mg::Batch b0 = mg::get_batch(data, 0, 3);
+  EXPECT_EQ(b0.seq_len, 3);
+  EXPECT_EQ(b0.batch, 2);
+  EXPECT_EQ(b0.input, (std::vector<int64_t>{0, 5, 1, 6, 2, 7}));
+  EXPECT_EQ(b0.target, (std::vector<int64_t>{1, 6, 2, 7, 3, 8}));
+  const mg::Batch b1 = mg::get_batch(data, 3, 3);  // only row 4 is left as a target
+  EXPECT_EQ(b1.seq_len, 1);
+  EXPECT_EQ(b1.input, (std::vector<int64_t>{3, 8}));
+  EXPECT_EQ(b1.target, (std::vector<int64_t>{4, 9}));
+  EXPECT_THROW(mg::get_batch(data, 4, 3), std::out_of_range);  // the last row has no next token
+  EXPECT_THROW(mg::get_batch(data, -1, 3), std::out_of_range);
+  EXPECT_THROW(mg::get_batch(data, 0, 0), std::invalid_argument);
+}
+
+// Walks an evaluation pass with segments of `bptt` rows, marking every scored (row, column).
+int64_t walk_targets(const mg::Batched& data, int64_t bptt, std::vector<int>* seen) {
+  int64_t n = 0;
+  for (int64_t i = 0; i < data.rows - 1;) {
+    const mg::Batch b = mg::get_batch(data, i, bptt);
+    for (int64_t k = 0; k < b.seq_len * b.batch; ++k) ++(*seen)[static_cast<size_t>((i + 1) * data.batch + k)];
+    n += static_cast<int64_t>(b.target.size());
+    i += b.seq_len;
+  }
+  return n;
+}
+
+TEST(Batching, EvalTargetCountSmallCases) {
+  // Hand-computed: rows = n / B, targets = (rows - 1) * B.
+  EXPECT_EQ(mg::eval_target_count(11, 2), 8);  // rows 5
+  EXPECT_EQ(mg::eval_target_count(21, 4), 16);
+  EXPECT_EQ(mg::eval_target_count(10, 10), 0);  // one row: nothing to predict
+  EXPECT_EQ(mg::eval_target_count(5, 10), 0);
+  EXPECT_EQ(mg::eval_target_count(7, 1), 6);
+  EXPECT_THROW(mg::eval_target_count(7, 0), std::invalid_argument);
+  // And by walking segments of any length: each position after the first of its column exactly once.
+  for (int64_t n : {11, 21, 40, 97}) {
+    std::vector<int64_t> ids(static_cast<size_t>(n));
+    std::iota(ids.begin(), ids.end(), 0);
+    for (int64_t B : {1, 2, 3, 4}) {
+      const mg::Batched data = mg::batchify(ids, B);
+      for (int64_t bptt : {1, 2, 5, 35, 1000}) {
+        std::vector<int> seen(data.data.size(), 0);
+        EXPECT_EQ(walk_targets(data, bptt, &seen), mg::eval_target_count(n, B)) << n << " " << B << " " << bptt;
+        EXPECT_EQ(mg::eval_target_count(data), mg::eval_target_count(n, B));
+        for (size_t k = 0; k < seen.size(); ++k) EXPECT_EQ(seen[k], k < static_cast<size_t>(B) ? 0 : 1);
+      }
+    }
+  }
+}
+
+TEST(Batching, PennTreebankEvalTargets) {
+  const std::string dir = ptb_dir();
+  if (dir.empty()) GTEST_SKIP() << "PTB not found (set MOSGRAD_DATA or run make data)";
+  const mg::Corpus c = mg::load_corpus(dir);
+  EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.valid.size()), 10), 73750);
+  EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.test.size()), 1), 82429);  // AWD-LSTM's test batch 1
+  const mg::Batched valid = mg::batchify(c.valid, 10);
+  EXPECT_EQ(valid.rows, 7376);
+  std::vector<int> seen(valid.data.size(), 0);
+  EXPECT_EQ(walk_targets(valid, 70, &seen), 73750);
+  const mg::Batched train = mg::batchify(c.train, 20);  // AWD-LSTM's PTB batch size
+  EXPECT_EQ(train.rows, 46479);
+  EXPECT_EQ(train.at(0, 1), c.train[46479]);  // column 1 starts where column 0 ends
+}
+
+TEST(Batching, BpttLengthIsDeterministicAndResumable) {
+  mg::Generator a(1234), b(1234);
+  std::vector<int64_t> first;
+  for (int k = 0; k < 100; ++k) first.push_back(mg::bptt_length(70, a));
+  for (int k = 0; k < 100; ++k) EXPECT_EQ(mg::bptt_length(70, b), first[static_cast<size_t>(k)]);
+  EXPECT_EQ(a.offset, 300u);  // 3 positions per draw
+
+  // Resume from a saved (seed, offset): the same continuation.
+  mg::Generator c(1234);
+  for (int k = 0; k < 40; ++k) mg::bptt_length(70, c);
+  mg::Generator restored(c.seed);
+  restored.offset = c.offset;
+  for (int k = 40; k < 100; ++k) EXPECT_EQ(mg::bptt_length(70, restored), first[static_cast<size_t>(k)]);
+
+  mg::Generator other(99);
+  std::vector<int64_t> different;
+  for (int k = 0; k < 100; ++k) different.push_back(mg::bptt_length(70, other));
+  EXPECT_NE(different, first);
+}
+
+TEST(Batching, BpttLengthDistribution) {
+  mg::Generator gen(7);
+  const int n = 40000;
+  int halves = 0;
+  double sum = 0, sum_main = 0, sq_main = 0;
+  int n_main = 0;
+  for (int k = 0; k < n; ++k) {
+    const int64_t len = mg::bptt_length(70, gen);
+    ASSERT_GE(len, 5);
+    ASSERT_LE(len, 110);
+    sum += static_cast<double>(len);
+    if (len < 52) ++halves;  // N(35, 5) vs N(70, 5): 52 is 3.4 sigma from both
+    else {
+      ++n_main;
+      sum_main += static_cast<double>(len);
+      sq_main += static_cast<double>(len * len);
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(halves) / n, 0.05, 0.005);
+  EXPECT_NEAR(sum / n, 0.95 * 70 + 0.05 * 35, 0.15);
+  const double mean_main = sum_main / n_main;
+  EXPECT_NEAR(mean_main, 70.0, 0.1);
+  EXPECT_NEAR(std::sqrt(sq_main / n_main - mean_main * mean_main), 5.0, 0.15);  // rounding adds ~1/12 variance
+}
+
+TEST(Batching, BpttLengthClamps) {
+  mg::Generator gen(3);
+  std::set<int64_t> small;
+  for (int k = 0; k < 2000; ++k) small.insert(mg::bptt_length(2, gen));  // N(2, 5) mostly below 5
+  EXPECT_EQ(*small.begin(), 5);
+  EXPECT_LE(*small.rbegin(), 42);
+  for (int k = 0; k < 2000; ++k) EXPECT_LE(mg::bptt_length(70, gen, 0), 70);
+  for (int k = 0; k < 100; ++k) EXPECT_EQ(mg::bptt_length(2, gen, 1), 3);  // cap below 5: the cap wins
+  EXPECT_THROW(mg::bptt_length(0, gen), std::invalid_argument);
+  EXPECT_THROW(mg::bptt_length(10, gen, -10), std::invalid_argument);
+}

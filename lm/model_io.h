@@ -1,0 +1,35 @@
+// Saving and loading a trained model (weights + flags + vocabulary): mosgrad's own checkpoint for
+// `eval`, `generate`, `dyneval`, `finetune`, and safetensors for exchange with PyTorch.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "lm/checkpoint.h"
+#include "lm/corpus.h"
+#include "nn/rnn_model.h"
+
+namespace mg {
+
+struct LoadedModel {
+  std::shared_ptr<RNNModel> model;
+  Vocab vocab;  // empty when the file carried none (a safetensors file from elsewhere)
+  std::map<std::string, std::string> strings;  // everything else the file recorded
+};
+
+// Copies `source` tensors named "<prefix><parameter name>" into the model's parameters; throws
+// naming the file and the parameter when one is missing or has another shape.
+void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix, const std::string& file);
+
+// The model checkpoint: tensors "model.<name>", strings "model.<flag>" (ModelConfig::to_map), "vocab"
+// (the words, one per line) plus `extra`. Atomic (see lm/checkpoint.h).
+void save_model(const std::string& path, const RNNModel& model, const Vocab& vocab,
+                const std::map<std::string, std::string>& extra = {});
+LoadedModel load_model(const std::string& path);
+
+// safetensors with the PyTorch parameter names ("encoder.weight", "rnns.0.weight_ih", ...) and the
+// model's flags (and vocabulary) in __metadata__, so a PyTorch user can rebuild the same model.
+void export_safetensors(const std::string& path, const RNNModel& model, const Vocab& vocab);
+LoadedModel import_safetensors(const std::string& path);
+
+}  // namespace mg

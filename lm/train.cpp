@@ -1,0 +1,289 @@
+// The training loop, top to bottom: data -> model -> for each epoch, for each variable-length BPTT
+// segment: forward, loss + AR + TAR, backward, clip, step -> validate -> NT-ASGD switch -> save.
+// Follows AWD-LSTM's main.py (Merity et al. 2017) and MoS's main.py / finetune.py (Yang et al. 2017).
+#include "lm/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <filesystem>
+#include <sstream>
+
+#include "autograd/ops.h"
+#include "lm/batching.h"
+#include "lm/checkpoint.h"
+#include "lm/evaluate.h"
+#include "lm/model_io.h"
+#include "lm/optim.h"
+#include "tensor/parallel.h"
+
+namespace mg {
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+
+std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens) {
+  if (max_tokens <= 0 || max_tokens >= static_cast<int64_t>(ids.size())) return ids;
+  return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
+}
+
+std::string join(const std::vector<double>& v) {
+  std::ostringstream os;
+  os.precision(17);
+  for (double x : v) os << x << ' ';
+  return os.str();
+}
+
+std::vector<double> split_doubles(const std::string& s) {
+  std::istringstream in(s);
+  std::vector<double> v;
+  double x;
+  while (in >> x) v.push_back(x);
+  return v;
+}
+
+// Everything that changes while training, so a resumed run continues exactly where it stopped.
+struct TrainState {
+  int64_t epoch = 1, batch_pos = 0, step = 0, tokens = 0;
+  double elapsed_s = 0, epoch_loss_sum = 0;
+  int64_t epoch_loss_count = 0;
+  double best_val = std::numeric_limits<double>::infinity();
+  std::vector<double> val_history;  // NT-ASGD looks back `nonmono` epochs
+  OptimizerKind optimizer = OptimizerKind::SGD;
+};
+
+void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model, const Optimizer& opt,
+                const TrainState& st, const Hidden& hidden, const Generator& bptt_gen, const Vocab& vocab) {
+  NamedTensors tensors;
+  for (const auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
+  for (const auto& [name, t] : opt.state()) tensors.emplace_back("optim." + name, t);
+  for (size_t l = 0; l < hidden.size(); ++l) {
+    tensors.emplace_back("hidden." + std::to_string(l) + ".h", hidden[l].h);
+    tensors.emplace_back("hidden." + std::to_string(l) + ".c", hidden[l].c);
+  }
+  std::map<std::string, std::string> s = cfg.to_map();
+  s["kind"] = "train-state";
+  s["epoch"] = std::to_string(st.epoch), s["batch_pos"] = std::to_string(st.batch_pos);
+  s["step"] = std::to_string(st.step), s["tokens"] = std::to_string(st.tokens);
+  s["elapsed_s"] = join({st.elapsed_s}), s["epoch_loss_sum"] = join({st.epoch_loss_sum});
+  s["epoch_loss_count"] = std::to_string(st.epoch_loss_count);
+  s["best_val"] = join({st.best_val}), s["val_history"] = join(st.val_history);
+  s["optimizer_kind"] = optimizer_kind_name(st.optimizer), s["optimizer_steps"] = std::to_string(opt.steps());
+  s["dropout_gen"] = std::to_string(model.dropout_gen.seed) + " " + std::to_string(model.dropout_gen.offset);
+  s["bptt_gen"] = std::to_string(bptt_gen.seed) + " " + std::to_string(bptt_gen.offset);
+  std::string words;
+  for (const std::string& w : vocab.words()) words += w + "\n";
+  s["vocab"] = words;
+  save_checkpoint(path, tensors, s);
+}
+
+void restore_generator(Generator& gen, const std::string& text) {
+  std::istringstream in(text);
+  in >> gen.seed >> gen.offset;
+}
+
+}  // namespace
+
+void request_training_stop() { g_stop = 1; }
+bool training_stop_requested() { return g_stop != 0; }
+void clear_training_stop() { g_stop = 0; }
+
+TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks, bool finetune) {
+  using Clock = std::chrono::steady_clock;
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  std::filesystem::create_directories(cfg.save);
+  const std::string state_path = cfg.save + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt");
+  const std::string best_path = cfg.save + "/best.ckpt";
+  auto say = [&](const std::string& line) { if (hooks.display) hooks.display->message(line); };
+
+  // ---- data: B columns for training, eval_batch_size for validation, test_batch_size for test ----
+  const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
+  const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
+
+  // ---- model and optimizer ----
+  ModelConfig model_cfg = cfg.model;
+  model_cfg.ntoken = corpus.vocab.size();
+  RNNModel model(model_cfg, cfg.seed);
+  Generator bptt_gen(cfg.seed * 2654435761u + 17);
+  TrainState st;
+  if (finetune) {
+    // Second stage: start from the best model, averaged SGD from the first step.
+    load_parameters(model, load_checkpoint(best_path).tensors, "model.", best_path);
+    st.optimizer = OptimizerKind::ASGD;
+  } else if (cfg.optimizer == "adam") {
+    st.optimizer = OptimizerKind::Adam;
+  }
+  auto opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+  Hidden hidden = model.init_hidden(cfg.batch_size);
+
+  // ---- resume: every piece of state back, so the losses continue exactly ----
+  if (cfg.resume && std::filesystem::exists(state_path)) {
+    const Checkpoint ck = load_checkpoint(state_path);
+    load_parameters(model, ck.tensors, "model.", state_path);
+    st.epoch = std::stoll(ck.string("epoch")), st.batch_pos = std::stoll(ck.string("batch_pos"));
+    st.step = std::stoll(ck.string("step")), st.tokens = std::stoll(ck.string("tokens"));
+    st.elapsed_s = std::stod(ck.string("elapsed_s")), st.epoch_loss_sum = std::stod(ck.string("epoch_loss_sum"));
+    st.epoch_loss_count = std::stoll(ck.string("epoch_loss_count"));
+    st.best_val = std::stod(ck.string("best_val")), st.val_history = split_doubles(ck.string("val_history"));
+    st.optimizer = parse_optimizer_kind(ck.string("optimizer_kind"));
+    opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+    NamedTensors optim_state;
+    for (const auto& [name, t] : ck.tensors)
+      if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
+    opt->load_state(optim_state, std::stoll(ck.string("optimizer_steps")));
+    restore_generator(model.dropout_gen, ck.string("dropout_gen"));
+    restore_generator(bptt_gen, ck.string("bptt_gen"));
+    for (size_t l = 0; l < hidden.size(); ++l) {
+      hidden[l].h = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".h"));
+      hidden[l].c = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".c"));
+    }
+    say("resumed " + state_path + " at epoch " + std::to_string(st.epoch) + ", step " + std::to_string(st.step));
+  } else if (finetune) {
+    st.best_val = evaluate(model, val_data, cfg.bptt).loss;  // finetuning must beat the loaded model
+    say("finetuning from " + best_path + " (valid ppl " + std::to_string(std::exp(st.best_val)) + ")");
+  }
+  say(model_cfg.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
+      std::to_string(num_threads()) + " threads");
+
+  MetricsWriter metrics(cfg.save + "/metrics.jsonl");
+  TrainResult result;
+  const auto run_start = Clock::now();
+  const double elapsed_before = st.elapsed_s;
+  auto elapsed = [&]() { return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count(); };
+  const std::vector<Tensor> params = model.parameters();
+
+  for (; st.epoch <= cfg.epochs; ++st.epoch) {
+    model.train();
+    const auto epoch_start = Clock::now();
+    double interval_loss = 0, interval_norm = 0;
+    int64_t interval_steps = 0, interval_tokens = 0, batch_index = 0;
+    auto interval_start = Clock::now();
+    if (st.batch_pos == 0) hidden = model.init_hidden(cfg.batch_size);
+
+    while (st.batch_pos < train_data.rows - 1) {
+      // Variable-length BPTT; the learning rate follows the segment length (AWD-LSTM).
+      const int64_t seq_len = cfg.variable_bptt ? bptt_length(cfg.bptt, bptt_gen, cfg.max_seq_len_delta) : cfg.bptt;
+      const Batch batch = get_batch(train_data, st.batch_pos, seq_len);
+      const float lr = cfg.lr * static_cast<float>(batch.seq_len) / static_cast<float>(cfg.bptt);
+
+      // Truncated BPTT: gradients stop at the state carried in from the previous segment.
+      hidden = detach_hidden(hidden);
+      ModelOutput out = model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
+      Tensor loss = out.loss;  // mean NLL
+      // AR: alpha * mean(dropped last-layer output^2); TAR: beta * mean((h_t - h_{t-1})^2) of the raw output.
+      if (cfg.alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), cfg.alpha));
+      if (cfg.beta != 0 && batch.seq_len > 1) {
+        const Tensor& raw = out.raw_outputs.back();  // [T,B,H]
+        const Tensor diff = sub(narrow(raw, 0, 1, batch.seq_len - 1), narrow(raw, 0, 0, batch.seq_len - 1));
+        loss = add(loss, mul_scalar(mean(square(diff)), cfg.beta));
+      }
+      loss.backward();
+      const double norm = clip_grad_norm(params, cfg.clip);
+      opt->step(lr);
+      opt->zero_grad();
+      hidden = out.hidden;
+
+      const double nll = out.loss.item();
+      const int64_t n = batch.seq_len * batch.batch;
+      st.batch_pos += batch.seq_len;
+      ++st.step, ++batch_index;
+      st.tokens += n;
+      st.epoch_loss_sum += nll * n, st.epoch_loss_count += n;
+      interval_loss += nll, interval_norm += norm, ++interval_steps, interval_tokens += n;
+      if (hooks.on_step) hooks.on_step(st.step, nll);
+      if (!std::isfinite(nll)) throw std::runtime_error("training diverged: loss is " + std::to_string(nll) +
+                                                        " at step " + std::to_string(st.step) + " (lower --lr?)");
+
+      if (st.step % cfg.log_interval == 0 || st.batch_pos >= train_data.rows - 1) {
+        const double secs = std::chrono::duration<double>(Clock::now() - interval_start).count();
+        IntervalMetrics m;
+        m.epoch = st.epoch, m.step = st.step, m.batch = st.batch_pos / cfg.bptt;
+        m.batches = (train_data.rows - 1) / cfg.bptt, m.tokens = st.tokens, m.loss = interval_loss / interval_steps;
+        m.lr = cfg.lr, m.tokens_per_s = interval_tokens / std::max(secs, 1e-9), m.elapsed_s = elapsed();
+        m.grad_norm = interval_norm / interval_steps;
+        metrics.write(m);
+        if (hooks.display) hooks.display->interval(m);
+        interval_loss = interval_norm = 0, interval_steps = interval_tokens = 0, interval_start = Clock::now();
+      }
+
+      // Clean stops: save everything needed to continue, then return.
+      std::string reason;
+      if (training_stop_requested()) reason = "interrupted (Ctrl-C)";
+      else if (cfg.max_steps > 0 && st.step >= cfg.max_steps) reason = "reached --max-steps " + std::to_string(cfg.max_steps);
+      else if (cfg.max_minutes > 0 && elapsed() >= cfg.max_minutes * 60) reason = "reached --max-minutes";
+      if (!reason.empty()) {
+        st.elapsed_s = elapsed();
+        save_state(state_path, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
+        result.stopped = true, result.stop_reason = reason;
+        result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
+        if (hooks.display) hooks.display->finish();
+        say("stopped: " + reason + "; checkpoint saved to " + state_path + " (continue with --resume)");
+        return result;
+      }
+    }
+
+    // ---- end of epoch: validate (ASGD evaluates its averaged weights), keep the best model ----
+    opt->swap_in_average();
+    const double val_loss = evaluate(model, val_data, cfg.bptt).loss;
+    const bool improved = val_loss < st.best_val;
+    if (improved) {
+      st.best_val = val_loss;
+      save_model(best_path, model, corpus.vocab, {{"val_loss", join({val_loss})}, {"epoch", std::to_string(st.epoch)}});
+    }
+    opt->swap_out_average();
+
+    EpochMetrics em;
+    em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens;
+    em.train_loss = st.epoch_loss_count ? st.epoch_loss_sum / st.epoch_loss_count : 0;
+    em.val_loss = val_loss, em.elapsed_s = elapsed();
+    em.epoch_s = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    em.optimizer = optimizer_kind_name(st.optimizer), em.best = improved;
+    metrics.write(em);
+    if (hooks.display) hooks.display->epoch(em);
+
+    // NT-ASGD (AWD-LSTM §3): switch SGD -> ASGD once validation is worse than the best of all epochs
+    // but the last `nonmono`. When finetuning the same test ends the run.
+    const size_t k = static_cast<size_t>(cfg.nonmono);
+    const bool non_monotone = st.val_history.size() > k &&
+        val_loss > *std::min_element(st.val_history.begin(), st.val_history.end() - k);
+    st.val_history.push_back(val_loss);
+    bool done = false;
+    if (non_monotone && st.optimizer == OptimizerKind::SGD) {
+      say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) + " epochs)");
+      st.optimizer = OptimizerKind::ASGD;
+      opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+    } else if (non_monotone && finetune) {
+      say("finetuning done: validation stopped improving");
+      done = true;
+    }
+    st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0;
+    st.elapsed_s = elapsed();
+    Hidden fresh = model.init_hidden(cfg.batch_size);
+    {  // the state to resume from starts the next epoch
+      TrainState next = st;
+      ++next.epoch;
+      save_state(state_path, cfg, model, *opt, next, fresh, bptt_gen, corpus.vocab);
+    }
+    try {
+      plot_learning_curves(cfg.save + "/metrics.jsonl", cfg.save + "/curves.svg", cfg.preset.empty() ? model_cfg.summary() : cfg.preset);
+    } catch (const std::exception& e) {
+      say(std::string("warning: could not draw the learning curves: ") + e.what());
+    }
+    result.epochs_done = st.epoch;
+    if (done) { ++st.epoch; break; }
+  }
+
+  result.steps = st.step, result.best_val_loss = st.best_val;
+  // ---- test: the best model, batch size 1 (the papers' convention) ----
+  if (cfg.test_at_end && std::filesystem::exists(best_path)) {
+    LoadedModel best = load_model(best_path);
+    best.model->config.fused_lstm = cfg.model.fused_lstm;
+    const EvalResult test = evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
+    result.test_loss = test.loss;
+    say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) + " (" +
+        std::to_string(test.targets) + " targets)");
+  }
+  return result;
+}
+
+}  // namespace mg

@@ -1,0 +1,42 @@
+// The training loop of the AWD-LSTM / MoS recipe (lm/train.cpp, readable top to bottom).
+#pragma once
+
+#include <functional>
+#include <limits>
+#include <string>
+
+#include "lm/corpus.h"
+#include "lm/metrics.h"
+#include "lm/train_config.h"
+
+namespace mg {
+
+struct TrainResult {
+  double best_val_loss = std::numeric_limits<double>::infinity();
+  double test_loss = std::numeric_limits<double>::quiet_NaN();  // NaN when not evaluated
+  int64_t steps = 0;        // optimizer steps in total (a resumed run counts the earlier ones)
+  int64_t epochs_done = 0;  // completed epochs
+  bool stopped = false;     // stopped by --max-minutes, --max-steps or Ctrl-C (checkpoint saved)
+  std::string stop_reason;
+};
+
+struct TrainHooks {
+  ProgressDisplay* display = nullptr;                        // null: print nothing
+  std::function<void(int64_t step, double loss)> on_step;    // each step's NLL (tests of resume)
+};
+
+// Trains (finetune = false) or finetunes (the MoS paper's second stage: restart from
+// <save>/best.ckpt with ASGD and stop when validation stops improving) on corpus. Writes into
+// cfg.save: checkpoint.ckpt (or finetune.ckpt) — the full training state for --resume, saved at every
+// epoch end and when stopped; best.ckpt — the model with the best validation loss; metrics.jsonl;
+// curves.svg.
+TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks = {},
+                     bool finetune = false);
+
+// Ctrl-C: the signal handler of the `mosgrad` command calls request_training_stop() (async-signal
+// safe); the loop notices after the current step, saves the checkpoint and returns.
+void request_training_stop();
+bool training_stop_requested();
+void clear_training_stop();
+
+}  // namespace mg

@@ -37,14 +37,41 @@ Tensor softmax_kernel(const Tensor& x_in, int dim, bool log_space) {
   return out;
 }
 
+// Backward in one pass per line, no temporaries:
+//   log_softmax: dx_j = g_j - exp(y_j) * sum_k g_k
+//   softmax:     dx_j = y_j * (g_j - sum_k g_k y_k)
+Tensor softmax_backward_kernel(const Tensor& g_in, const Tensor& y, int dim, bool log_space) {
+  const Tensor g = contiguous_data(g_in);
+  const DimSplit s = split_at(y.shape(), dim);
+  Tensor dx = Tensor::empty(y.shape());
+  const float* gp = g.data();
+  const float* yp = y.data();
+  float* o = dx.data();
+  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
+      double acc = 0;
+      for (int64_t j = 0; j < s.n; ++j) {
+        const int64_t k = base + j * s.inner;
+        acc += log_space ? gp[k] : gp[k] * yp[k];
+      }
+      const float total = static_cast<float>(acc);
+      for (int64_t j = 0; j < s.n; ++j) {
+        const int64_t k = base + j * s.inner;
+        o[k] = log_space ? gp[k] - std::exp(yp[k]) * total : yp[k] * (gp[k] - total);
+      }
+    }
+  });
+  return dx;
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int dim) {
   const int d = normalize_dim("softmax", dim, x.dim());
   Tensor y = softmax_kernel(x, d, false);
   return record("softmax", y, {x}, [y = y.detach(), d](const Tensor& g) {
-    // dx = y * (g - sum_j g_j y_j)
-    return std::vector<Tensor>{mul(y, sub(g, sum(mul(g, y), d, true)))};
+    return std::vector<Tensor>{softmax_backward_kernel(g, y, d, false)};
   });
 }
 
@@ -52,8 +79,7 @@ Tensor log_softmax(const Tensor& x, int dim) {
   const int d = normalize_dim("log_softmax", dim, x.dim());
   Tensor y = softmax_kernel(x, d, true);
   return record("log_softmax", y, {x}, [y = y.detach(), d](const Tensor& g) {
-    // dx = g - softmax(x) * sum_j g_j
-    return std::vector<Tensor>{sub(g, mul(exp(y), sum(g, d, true)))};
+    return std::vector<Tensor>{softmax_backward_kernel(g, y, d, true)};
   });
 }
 

@@ -12,7 +12,7 @@ namespace {
 
 void print_dim(std::ostringstream& os, const Tensor& t, int d, int64_t pos, int max_per_dim,
                int indent) {
-  const float* base = t.impl().storage->data.data();
+  const float* base = t.impl().storage->data;
   const int64_t n = t.shape()[d];
   const bool cut = n > max_per_dim;
   const int64_t head = cut ? max_per_dim / 2 : n;

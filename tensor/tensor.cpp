@@ -4,11 +4,15 @@
 #include <cstring>
 
 #include "autograd/engine.h"
+#include "tensor/allocator.h"
 #include "tensor/parallel.h"
 
 namespace mg {
 
 const char* device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
+
+Storage::Storage(size_t n) : data(allocate_floats(n)), size(n) {}
+Storage::~Storage() { release_floats(data, size); }
 
 TensorImpl& Tensor::impl() const {
   if (!impl_) throw std::logic_error("use of an undefined Tensor (default-constructed or moved-from)");
@@ -26,12 +30,13 @@ static Tensor make_contiguous(const Shape& shape) {
 }
 
 Tensor Tensor::empty(const Shape& shape) { return make_contiguous(shape); }
-Tensor Tensor::zeros(const Shape& shape) { return make_contiguous(shape); }
+Tensor Tensor::zeros(const Shape& shape) { return full(shape, 0.0f); }
 Tensor Tensor::ones(const Shape& shape) { return full(shape, 1.0f); }
 
 Tensor Tensor::full(const Shape& shape, float value) {
   Tensor t = make_contiguous(shape);
-  std::fill(t.impl().storage->data.begin(), t.impl().storage->data.end(), value);
+  float* p = t.data();
+  parallel_for(t.numel(), 1 << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, value); });
   return t;
 }
 
@@ -92,8 +97,8 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-float* Tensor::data() { return impl().storage->data.data() + impl().offset; }
-const float* Tensor::data() const { return impl().storage->data.data() + impl().offset; }
+float* Tensor::data() { return impl().storage->data + impl().offset; }
+const float* Tensor::data() const { return impl().storage->data + impl().offset; }
 
 float Tensor::item() const {
   if (numel() != 1)
@@ -168,7 +173,7 @@ Tensor copy_contiguous(const Tensor& t) {
   const int rank = t.dim();
   const int64_t n = out.numel();
   if (n == 0) return out;
-  const float* src = t.impl().storage->data.data();
+  const float* src = t.impl().storage->data;
   float* dst = out.data();
   // Walk the output in row-major order; the innermost dim is copied with its own stride.
   const int64_t inner = rank ? t.shape()[rank - 1] : 1;

@@ -19,11 +19,16 @@ namespace mg {
 enum class Device { CPU, CUDA };
 const char* device_name(Device device);
 
-// The numbers themselves, shared by a tensor and all its views.
+// The numbers themselves, shared by a tensor and all its views. Memory comes from the caching
+// allocator (tensor/allocator.h) and is not initialised.
 struct Storage {
-  std::vector<float> data;
+  float* data = nullptr;
+  size_t size = 0;  // in floats
   Device device = Device::CPU;
-  explicit Storage(size_t n) : data(n) {}
+  explicit Storage(size_t n);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
 };
 
 struct Node;  // autograd/node.h: the op that produced a tensor.

@@ -1,0 +1,138 @@
+// Training and evaluation throughput of one preset, the way bench/torch_bench.py measures PyTorch:
+// V = 10000 (PTB), synthetic token ids, fixed T, forward + backward + clip + SGD step; median tokens/s
+// of several timed runs after a warm-up step; peak RSS of this process (run one preset per process).
+//   build/release/bench/bench_train --preset small-mos [--seconds 10] [--repeats 3] [--threads 2]
+//                                   [--mode train|eval|both] [--profile]
+// Prints one JSON line: {"preset":..., "train_tok_s":..., "eval_tok_s":..., "peak_rss_mb":...}
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "lm/optim.h"
+#include "lm/train_config.h"
+#include "tensor/parallel.h"
+
+using namespace mg;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss / 1024.0;  // Linux reports KiB
+}
+
+std::vector<int64_t> random_ids(int64_t n, int64_t V, Generator& gen) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<int64_t>(philox_uniform(gen.seed, gen.advance(1)) * V) % V;
+  return ids;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string preset = "small-mos", mode = "both";
+  double seconds = 10;
+  int repeats = 3, threads = 0;
+  bool profile = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--preset") preset = next();
+    else if (a == "--seconds") seconds = std::stod(next());
+    else if (a == "--repeats") repeats = std::stoi(next());
+    else if (a == "--threads") threads = std::stoi(next());
+    else if (a == "--mode") mode = next();
+    else if (a == "--profile") profile = true;
+    else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
+  }
+  if (threads > 0) set_num_threads(threads);
+  TrainConfig cfg = preset_config(preset);
+  cfg.model.ntoken = 10000;
+  RNNModel model(cfg.model, 1);
+  const int64_t T = cfg.bptt, B = cfg.batch_size, N = T * B;
+  Generator data_gen(7);
+  Optimizer opt(OptimizerKind::SGD, model.named_parameters(), 0.0f);
+  const std::vector<Tensor> params = model.parameters();
+
+  auto train_step = [&](Hidden& hidden, bool timed_parts, double* parts) {
+    const std::vector<int64_t> ids = random_ids(N, 10000, data_gen), targets = random_ids(N, 10000, data_gen);
+    auto t0 = Clock::now();
+    hidden = detach_hidden(hidden);
+    ModelOutput out = model.forward(ids, T, B, hidden, &targets);
+    Tensor loss = out.loss;
+    if (cfg.alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), cfg.alpha));
+    if (cfg.beta != 0) {
+      const Tensor& raw = out.raw_outputs.back();
+      loss = add(loss, mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), cfg.beta));
+    }
+    auto t1 = Clock::now();
+    loss.backward();
+    auto t2 = Clock::now();
+    clip_grad_norm(params, cfg.clip);
+    opt.step(cfg.lr);
+    opt.zero_grad();
+    hidden = out.hidden;
+    auto t3 = Clock::now();
+    if (timed_parts) {
+      parts[0] += std::chrono::duration<double>(t1 - t0).count();
+      parts[1] += std::chrono::duration<double>(t2 - t1).count();
+      parts[2] += std::chrono::duration<double>(t3 - t2).count();
+    }
+  };
+
+  double train_tok_s = 0, eval_tok_s = 0;
+  if (mode == "train" || mode == "both") {
+    model.train();
+    Hidden hidden = model.init_hidden(B);
+    double parts[3] = {0, 0, 0};
+    train_step(hidden, false, parts);  // warm-up: first-touch allocations
+    std::vector<double> rates;
+    for (int r = 0; r < repeats; ++r) {
+      int64_t tokens = 0;
+      const auto start = Clock::now();
+      while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+        train_step(hidden, profile, parts);
+        tokens += N;
+      }
+      rates.push_back(tokens / std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    train_tok_s = median(rates);
+    if (profile)
+      std::fprintf(stderr, "time split: forward %.1f s, backward %.1f s, clip+step %.1f s\n", parts[0], parts[1], parts[2]);
+  }
+  if (mode == "eval" || mode == "both") {
+    model.eval();
+    NoGradGuard no_grad;
+    Hidden hidden = model.init_hidden(10);
+    const int64_t Te = cfg.bptt, Be = 10;
+    std::vector<double> rates;
+    for (int r = 0; r < repeats; ++r) {
+      int64_t tokens = 0;
+      const auto start = Clock::now();
+      while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
+        const std::vector<int64_t> ids = random_ids(Te * Be, 10000, data_gen), targets = random_ids(Te * Be, 10000, data_gen);
+        ModelOutput out = model.forward(ids, Te, Be, hidden, &targets);
+        hidden = out.hidden;
+        tokens += Te * Be;
+      }
+      rates.push_back(tokens / std::chrono::duration<double>(Clock::now() - start).count());
+    }
+    eval_tok_s = median(rates);
+  }
+  std::printf("{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f}\n",
+              preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb());
+  return 0;
+}

@@ -1,0 +1,98 @@
+#include "tensor/allocator.h"
+
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace mg {
+
+namespace {
+
+// Bucket sizes: small requests round up to 16 floats; larger ones to one of 8 steps per power of two
+// (at most 12.5% waste), so the slightly different sizes of variable-length BPTT segments share buckets.
+size_t bucket_of(size_t n) {
+  if (n <= 1024) return (n + 15) & ~size_t{15};
+  int msb = 63 - __builtin_clzll(n);
+  const size_t step = size_t{1} << (msb - 3);
+  return (n + step - 1) / step * step;
+}
+
+// Cached bytes beyond this are returned to the system (MOSGRAD_CACHE_MB overrides).
+int64_t cache_limit_bytes() {
+  static const int64_t limit = [] {
+    const char* env = std::getenv("MOSGRAD_CACHE_MB");
+    return (env ? std::atoll(env) : 4096) * int64_t{1} << 20;
+  }();
+  return limit;
+}
+
+struct Cache {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<float*>> free_lists;
+  AllocatorStats stats;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache();  // never destroyed: tensors may be freed during static destruction
+  return *c;
+}
+
+}  // namespace
+
+float* allocate_floats(size_t n) {
+  const size_t b = bucket_of(n);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.live_bytes += static_cast<int64_t>(b * sizeof(float));
+    c.stats.peak_live_bytes = std::max(c.stats.peak_live_bytes, c.stats.live_bytes);
+    auto it = c.free_lists.find(b);
+    if (it != c.free_lists.end() && !it->second.empty()) {
+      float* p = it->second.back();
+      it->second.pop_back();
+      c.stats.cached_bytes -= static_cast<int64_t>(b * sizeof(float));
+      ++c.stats.hits;
+      return p;
+    }
+    ++c.stats.misses;
+  }
+  void* p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
+  if (!p) throw std::bad_alloc();
+  return static_cast<float*>(p);
+}
+
+void release_floats(float* p, size_t n) {
+  if (!p) return;
+  const size_t b = bucket_of(n);
+  const int64_t bytes = static_cast<int64_t>(b * sizeof(float));
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.live_bytes -= bytes;
+    if (c.stats.cached_bytes + bytes <= cache_limit_bytes()) {
+      c.free_lists[b].push_back(p);
+      c.stats.cached_bytes += bytes;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+AllocatorStats allocator_stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.stats;
+}
+
+void allocator_empty_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [size, list] : c.free_lists)
+    for (float* p : list) std::free(p);
+  c.free_lists.clear();
+  c.stats.cached_bytes = 0;
+}
+
+}  // namespace mg

@@ -1,0 +1,223 @@
+// The trainer end to end on a small synthetic corpus (always) and on a slice of PTB (when present):
+// exact resume, clean stops, checkpoint errors, safetensors round trip, dynamic evaluation, sampling.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "autograd/ops.h"
+#include "lm/dyneval.h"
+#include "lm/evaluate.h"
+#include "lm/generate.h"
+#include "lm/model_io.h"
+#include "lm/train.h"
+#include "tests/test_util.h"
+
+using namespace mg;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  const fs::path dir = fs::path(testing::TempDir()) / ("mosgrad_trainer_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir.string();
+}
+
+// A corpus with structure a small LSTM can learn: sentences from a tiny grammar, deterministic.
+std::string write_synthetic_corpus(const std::string& name) {
+  const std::string dir = temp_dir(name + "_data");
+  const char* subjects[] = {"the cat", "a dog", "the old man", "my friend", "the bank"};
+  const char* verbs[] = {"sees", "likes", "sells", "buys", "finds"};
+  const char* objects[] = {"the fish", "a house", "N shares", "the <unk>", "a car"};
+  Generator gen(5);
+  auto sentence = [&]() {
+    auto pick = [&](int n) { return static_cast<int>(philox_uniform(gen.seed, gen.advance(1)) * n) % n; };
+    return std::string(subjects[pick(5)]) + " " + verbs[pick(5)] + " " + objects[pick(5)] + "\n";
+  };
+  for (const auto& [file, lines] : std::vector<std::pair<std::string, int>>{{"ptb.train.txt", 600}, {"ptb.valid.txt", 80}, {"ptb.test.txt", 80}}) {
+    std::ofstream out(dir + "/" + file);
+    for (int i = 0; i < lines; ++i) out << sentence();
+  }
+  return dir;
+}
+
+// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams too.
+TrainConfig small_config(const std::string& data, const std::string& save) {
+  TrainConfig c = preset_config("tiny");
+  c.data = data, c.save = save;
+  c.model.emsize = 8, c.model.nhid = 12, c.model.nhidlast = 10, c.model.nlayers = 2, c.model.n_experts = 2;
+  c.model.head = HeadKind::MoS;
+  c.model.dropout = 0.2f, c.model.dropouth = 0.1f, c.model.dropouti = 0.1f, c.model.dropoute = 0.1f;
+  c.model.dropoutl = 0.1f, c.model.wdrop = 0.2f;
+  c.alpha = 2, c.beta = 1, c.wdecay = 1e-6f;
+  c.batch_size = 4, c.bptt = 10, c.eval_batch_size = 4, c.lr = 5, c.epochs = 3, c.nonmono = 1;
+  c.log_interval = 1000, c.test_at_end = false;
+  return c;
+}
+
+std::vector<double> run_collecting(const TrainConfig& cfg, const Corpus& corpus, TrainResult* result = nullptr) {
+  std::vector<double> losses;
+  TrainHooks hooks;
+  hooks.on_step = [&](int64_t, double loss) { losses.push_back(loss); };
+  const TrainResult r = train_lm(cfg, corpus, hooks);
+  if (result) *result = r;
+  return losses;
+}
+
+}  // namespace
+
+TEST(Trainer, ResumeContinuesExactlyLikeAnUninterruptedRun) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("resume"));
+  // Straight: 3 epochs (crossing epoch ends: validation, best-model saves, the NT-ASGD test).
+  TrainConfig straight = small_config(corpus.dir, temp_dir("straight"));
+  TrainResult full;
+  const std::vector<double> expected = run_collecting(straight, corpus, &full);
+  ASSERT_GT(expected.size(), 20u);
+  // Interrupted twice (once mid-epoch, once in a later epoch), resumed each time.
+  TrainConfig part = small_config(corpus.dir, temp_dir("parts"));
+  std::vector<double> got;
+  for (int64_t stop : {int64_t{7}, static_cast<int64_t>(expected.size()) - 5, int64_t{0}}) {
+    part.max_steps = stop;
+    TrainResult r;
+    const std::vector<double> piece = run_collecting(part, corpus, &r);
+    got.insert(got.end(), piece.begin(), piece.end());
+    if (stop) {
+      EXPECT_TRUE(r.stopped) << "run did not stop at step " << stop;
+    }
+    part.resume = true;
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ(got[i], expected[i]) << "loss of step " << i + 1 << " differs after resume";
+  EXPECT_TRUE(fs::exists(straight.save + "/best.ckpt"));
+  EXPECT_TRUE(fs::exists(straight.save + "/metrics.jsonl"));
+  EXPECT_TRUE(fs::exists(straight.save + "/curves.svg"));
+}
+
+TEST(Trainer, StopRequestSavesACheckpointAndReturns) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("stop"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("stop"));
+  TrainHooks hooks;
+  hooks.on_step = [](int64_t step, double) { if (step == 3) request_training_stop(); };  // as Ctrl-C does
+  const TrainResult r = train_lm(cfg, corpus, hooks);
+  clear_training_stop();
+  EXPECT_TRUE(r.stopped);
+  EXPECT_EQ(r.steps, 3);
+  EXPECT_NE(r.stop_reason.find("Ctrl-C"), std::string::npos) << r.stop_reason;
+  EXPECT_TRUE(fs::exists(cfg.save + "/checkpoint.ckpt"));
+  EXPECT_FALSE(fs::exists(cfg.save + "/checkpoint.ckpt.tmp"));  // written atomically
+}
+
+TEST(Trainer, CorruptCheckpointIsAClearError) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("corrupt"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("corrupt"));
+  cfg.max_steps = 2;
+  train_lm(cfg, corpus);
+  const std::string path = cfg.save + "/checkpoint.ckpt";
+  fs::resize_file(path, fs::file_size(path) / 2);
+  cfg.resume = true, cfg.max_steps = 4;
+  try {
+    train_lm(cfg, corpus);
+    FAIL() << "resuming from a truncated checkpoint did not throw";
+  } catch (const std::runtime_error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find(path), std::string::npos) << msg;
+    EXPECT_NE(msg.find("truncated"), std::string::npos) << msg;
+  }
+}
+
+TEST(Trainer, FinetuneStartsFromTheBestModel) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("finetune"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("finetune"));
+  cfg.epochs = 2;
+  const TrainResult trained = train_lm(cfg, corpus);
+  cfg.epochs = 2;
+  const TrainResult tuned = train_lm(cfg, corpus, {}, true);
+  EXPECT_TRUE(fs::exists(cfg.save + "/finetune.ckpt"));
+  EXPECT_LE(tuned.best_val_loss, trained.best_val_loss);  // starts from it, keeps only improvements
+}
+
+TEST(Trainer, SafetensorsRoundTripGivesTheSameLogProbs) {
+  ModelConfig mc;
+  mc.ntoken = 17, mc.emsize = 6, mc.nhid = 7, mc.nhidlast = 5, mc.nlayers = 2, mc.n_experts = 3, mc.head = HeadKind::MoSig;
+  RNNModel model(mc, 4);
+  Vocab vocab;
+  for (int i = 0; i < 17; ++i) vocab.add("w" + std::to_string(i));
+  const std::string path = temp_dir("st") + "/model.safetensors";
+  export_safetensors(path, model, vocab);
+  const LoadedModel back = import_safetensors(path);
+  EXPECT_EQ(back.vocab.size(), 17);
+  EXPECT_EQ(back.model->config.summary(), mc.summary());
+  const std::vector<int64_t> ids = {1, 5, 9, 16, 0, 3};
+  model.eval(), back.model->eval();
+  EXPECT_EQ(model.forward(ids, 3, 2, model.init_hidden(2)).log_prob.to_vector(),
+            back.model->forward(ids, 3, 2, back.model->init_hidden(2)).log_prob.to_vector());
+}
+
+TEST(Trainer, EvaluationScoresEveryTargetOnce) {
+  ModelConfig mc;
+  mc.ntoken = 11, mc.emsize = 4, mc.nhid = 4, mc.nhidlast = 4, mc.nlayers = 1;
+  RNNModel model(mc, 1);
+  std::vector<int64_t> ids(103);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>(i * 7 % 11);
+  const Batched data = batchify(ids, 10);  // 10 rows of 10
+  const EvalResult r = evaluate(model, data, 4);
+  EXPECT_EQ(r.targets, eval_target_count(data));
+  EXPECT_EQ(r.targets, 90);
+  // The loss is the mean over those targets: compare with one long segment.
+  EXPECT_NEAR(evaluate(model, data, 100).loss, r.loss, 1e-5);
+}
+
+TEST(Trainer, DynamicEvaluationAdaptsToRepeatedText) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("dyneval"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("dyneval"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  // A text the model has never seen, repeated: adapting to it must lower its loss.
+  std::vector<int64_t> text;
+  for (int rep = 0; rep < 40; ++rep)
+    for (const char* w : {"the", "fish", "buys", "N", "shares", "<eos>"}) text.push_back(corpus.vocab.id(w));
+  LoadedModel a = load_model(cfg.save + "/best.ckpt");
+  const double static_loss = evaluate(*a.model, batchify(text, 1), 5).loss;
+  DynevalConfig d;
+  d.max_stat_batches = 20, d.stat_batch_size = 4, d.lr = 0.01f;
+  const EvalResult dyn = dynamic_evaluate(*a.model, corpus.train, text, d);
+  EXPECT_LT(dyn.loss, static_loss * 0.9) << "static " << static_loss << " dynamic " << dyn.loss;
+}
+
+TEST(Trainer, GenerationIsSeededAndUsesTheVocabulary) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("generate"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("generate"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  LoadedModel m = load_model(cfg.save + "/best.ckpt");
+  GenerateConfig g;
+  g.words = 20, g.seed = 3, g.prompt = "the cat";
+  const auto a = generate(*m.model, m.vocab, g), b = generate(*m.model, m.vocab, g);
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), 20u);
+  for (const auto& w : a) EXPECT_TRUE(corpus.vocab.contains(w)) << w;
+  g.seed = 4;
+  EXPECT_NE(generate(*m.model, m.vocab, g), a);
+  g.temperature = 0;
+  EXPECT_THROW(generate(*m.model, m.vocab, g), std::invalid_argument);
+}
+
+TEST(Trainer, TinyPresetLearnsPennTreebank) {
+  const std::string dir = resolve_data_dir();
+  if (!fs::exists(dir + "/ptb.train.txt")) GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  const Corpus corpus = load_corpus(dir);
+  TrainConfig cfg = preset_config("tiny");
+  cfg.save = temp_dir("ptb_tiny");
+  cfg.max_train_tokens = 150000;  // the first ~6,500 lines
+  cfg.max_eval_tokens = 20000;
+  cfg.epochs = 2, cfg.test_at_end = false, cfg.log_interval = 100000;
+  const TrainResult r = train_lm(cfg, corpus);
+  const double ppl = std::exp(r.best_val_loss);
+  // A uniform guess is ppl 10,000; unigram frequencies alone give ~700 on PTB.
+  EXPECT_LT(ppl, 450.0) << "validation perplexity after 2 epochs of 150k tokens";
+  std::printf("tiny on 150k PTB tokens, 2 epochs: valid ppl %.1f (first 20k valid tokens)\n", ppl);
+}

@@ -82,6 +82,24 @@ MixtureHead::MixtureHead(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t
   decoder_bias = register_parameter("decoder.bias", Tensor::zeros({V}));
 }
 
+Tensor SoftmaxHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const {
+  if (!fused_loss) return OutputHead::nll(h, B, targets, gen);
+  return fused_mixture_nll(h, decoder_weight, decoder_bias, Tensor(), targets, 1, kind_ == HeadKind::Sigsoftmax);
+}
+
+Tensor MixtureHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const {
+  if (!fused_loss) return OutputHead::nll(h, B, targets, gen);
+  check_rank("mixture head", h, 2, "h [N,H]");
+  const int64_t N = h.size(0);
+  const Tensor log_pi = log_prior(h);      // [N,K]
+  const Tensor ctx = contexts(h, B, gen);  // [N*K,E]
+  if (kind_ == HeadKind::MoC) {
+    const Tensor mixed = sum(mul(reshape(ctx, {N, experts, embedding}), reshape(exp(log_pi), {N, experts, 1})), 1);
+    return fused_mixture_nll(mixed, decoder_weight, decoder_bias, Tensor(), targets, 1, false);
+  }
+  return fused_mixture_nll(ctx, decoder_weight, decoder_bias, log_pi, targets, experts, kind_ == HeadKind::MoSig);
+}
+
 Tensor MixtureHead::log_prior(const Tensor& h) const {
   // π = softmax(h W_π^T) (MoS eq. 3's prior), kept in log space.
   return log_softmax(matmul(h, prior_weight, false, true), 1);  // [N,K]

@@ -29,8 +29,10 @@ class OutputHead : public Module {
   virtual Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const = 0;
   // Mean negative log-likelihood of targets [N]. The plain path, nll_loss(log_prob(h)), is the
   // reference that any fused version is tested against.
+  // Heads override it with the fused loss (nn/fused_head_loss.cpp) unless fused_loss is false.
   virtual Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const;
   virtual HeadKind kind() const = 0;
+  bool fused_loss = true;
   Tensor decoder_weight;  // [V,in]: our own parameter, or the encoder's weight when tied
   Tensor decoder_bias;    // [V]
 };
@@ -45,11 +47,19 @@ class SoftmaxHead : public OutputHead {
   // tied_weight: the encoder's weight [V,H] to share, or undefined for an own U(-0.1,0.1) decoder.
   SoftmaxHead(HeadKind kind, int64_t V, int64_t H, const Tensor& tied_weight, Generator& gen);
   Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const override;
+  Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const override;
   HeadKind kind() const override { return kind_; }
 
  private:
   HeadKind kind_;
 };
+
+// The fused mean NLL of targets [N] for K components per row: contexts ctx [N*K,E] (row n*K + k is
+// component k of row n), decoder W [V,E], b [V], log π [N,K] (undefined when K = 1), components
+// softmax or sigsoftmax (sig). Streams over the vocabulary in row chunks and recomputes the logits
+// in backward; the same loss as the plain path to float rounding (tested against it).
+Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
+                         const std::vector<int64_t>& targets, int64_t K, bool sig);
 
 // MoS / MoSig / MoC with K experts of size E.
 class MixtureHead : public OutputHead {
@@ -57,6 +67,7 @@ class MixtureHead : public OutputHead {
   MixtureHead(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K, float dropoutl,
               const Tensor& tied_weight, Generator& gen);
   Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const override;
+  Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const override;
   HeadKind kind() const override { return kind_; }
 
   // The pieces, for tests and analysis tools. h [N,H]:

@@ -1,0 +1,183 @@
+// The fused training loss of every head: mean NLL of the targets without materialising the
+// [N*K, V] logits, log-probs or mixture that the plain path (nll_loss(log_prob(h))) builds.
+//
+// For rows n (N of them) with K components each (K = 1: plain softmax / sigsoftmax / MoC):
+//   z_nk      = ctx_nk W^T + b                                   the logits, [V]
+//   c_nk      = log q(t_n | z_nk)                                the component's log-prob of the target
+//               q = softmax(z), or sigsoftmax(z) (Kanai et al. 2018)
+//   a_nk      = log π_nk + c_nk
+//   loss      = -(1/N) Σ_n logsumexp_k a_nk                      (MoS eq. 3 in log space)
+// Backward, with responsibilities r_nk = softmax_k(a_nk) (the posterior of component k):
+//   d loss / d log π_nk = -r_nk / N
+//   d loss / d z_nk[j]  =  (r_nk / N) (q_j - δ_j,t)              softmax
+//                       =  (r_nk / N) (q_j - δ_j,t)(2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 - σ(z_j))
+// The logits are computed in chunks of rows, reduced to (log-sum, target logit), and dropped;
+// backward recomputes each chunk. Peak extra memory is one [chunk, V] block instead of ~6 [N*K, V].
+#include <cmath>
+
+#include "autograd/kernels.h"
+#include "autograd/ops.h"
+#include "nn/heads.h"
+#include "tensor/gemm.h"
+
+namespace mg {
+
+namespace {
+
+constexpr int64_t kChunkRows = 128;
+
+inline float log_sigmoidf(float x) { return std::min(x, 0.0f) - std::log1p(std::exp(-std::fabs(x))); }
+inline float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// z [rows,V] = ctx rows [r0, r0+rows) times W^T, plus b.
+void chunk_logits(const float* ctx, const float* W, const float* b, int64_t r0, int64_t rows, int64_t E,
+                  int64_t V, float* z) {
+  gemm(false, true, rows, V, E, 1.0f, ctx + r0 * E, E, W, E, 0.0f, z, V);
+  parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      for (int64_t j = 0; j < V; ++j) z[i * V + j] += b[j];
+  });
+}
+
+struct Saved {
+  Tensor ctx, W, b;              // [N*K,E], [V,E], [V] (detached)
+  std::vector<float> lse;        // per ctx row: logsumexp of z (softmax) or of z + log σ(z) (sigsoftmax)
+  std::vector<float> resp;       // r_nk per ctx row
+  std::vector<int64_t> targets;  // [N]
+  int64_t K = 1;
+  bool sig = false;
+  bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
+};
+
+// Overwrites z [rows,V] (chunk logits, ctx rows r0..) with d loss / d z.
+void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64_t V, float* z) {
+  parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t r = r0 + i, t = s.targets[r / s.K];
+      const float c = scale * s.resp[r], lse = s.lse[r];
+      float* zr = z + i * V;
+      const float z_target = zr[t];
+      if (s.sig) {
+        for (int64_t j = 0; j < V; ++j) {
+          const float zj = zr[j];
+          zr[j] = c * std::exp(zj + log_sigmoidf(zj) - lse) * (2.0f - sigmoidf(zj));
+        }
+        zr[t] -= c * (2.0f - sigmoidf(z_target));
+      } else {
+        for (int64_t j = 0; j < V; ++j) zr[j] = c * std::exp(zr[j] - lse);
+        zr[t] -= c;
+      }
+    }
+  });
+}
+
+std::vector<Tensor> fused_backward(const Saved& s, float g) {
+  const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0), N = R / s.K;
+  const float scale = g / static_cast<float>(N);
+  Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}) : Tensor();
+  Tensor d_W = s.need_W ? Tensor::zeros({V, E}) : Tensor();
+  Tensor d_b = s.need_b ? Tensor::zeros({V}) : Tensor();
+  if (s.need_ctx || s.need_W || s.need_b) {
+    Tensor block = Tensor::empty({std::min(kChunkRows, R), V});
+    float* z = block.data();
+    for (int64_t r0 = 0; r0 < R; r0 += kChunkRows) {
+      const int64_t rows = std::min(kChunkRows, R - r0);
+      chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
+      logits_to_grad(s, scale, r0, rows, V, z);
+      // d ctx = dz W;  d W += dz^T ctx;  d b += column sums of dz — chunks in a fixed order.
+      if (s.need_ctx) gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);
+      if (s.need_W) gemm(true, false, V, E, rows, 1.0f, z, V, s.ctx.data() + r0 * E, E, 1.0f, d_W.data(), E);
+      if (s.need_b) {
+        float* db = d_b.data();
+        parallel_for(V, 1024, [&](int64_t j0, int64_t j1) {
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = j0; j < j1; ++j) db[j] += z[i * V + j];
+        });
+      }
+    }
+  }
+  Tensor d_pi;
+  if (s.need_pi) {
+    d_pi = Tensor::empty({N, s.K});
+    for (int64_t r = 0; r < R; ++r) d_pi.data()[r] = -scale * s.resp[r];
+  }
+  return {d_ctx, d_W, d_b, d_pi};
+}
+
+}  // namespace
+
+Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor& b_in, const Tensor& log_pi_in,
+                         const std::vector<int64_t>& targets, int64_t K, bool sig) {
+  check_rank("fused_mixture_nll", ctx_in, 2, "contexts [N*K,E]");
+  check_rank("fused_mixture_nll", W_in, 2, "decoder weight [V,E]");
+  const int64_t R = ctx_in.size(0), E = ctx_in.size(1), V = W_in.size(0);
+  if (W_in.size(1) != E || b_in.shape() != Shape{V})
+    throw ShapeError("fused_mixture_nll: contexts " + shape_str(ctx_in.shape()) + ", decoder weight " +
+                     shape_str(W_in.shape()) + " and bias " + shape_str(b_in.shape()) + " do not fit");
+  if (K < 1 || R % K != 0 || static_cast<int64_t>(targets.size()) * K != R)
+    throw ShapeError("fused_mixture_nll: " + std::to_string(R) + " context rows for " + std::to_string(targets.size()) +
+                     " targets and K=" + std::to_string(K));
+  const int64_t N = R / K;
+  if (N == 0) throw ShapeError("fused_mixture_nll: no targets");
+  if (log_pi_in.defined() && log_pi_in.shape() != Shape{N, K})
+    throw ShapeError("fused_mixture_nll: log π is " + shape_str(log_pi_in.shape()) + ", expected " + shape_str({N, K}));
+  if (!log_pi_in.defined() && K != 1) throw ShapeError("fused_mixture_nll: K > 1 needs log π");
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] < 0 || targets[n] >= V)
+      throw ShapeError("fused_mixture_nll: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
+                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
+
+  Saved s;
+  s.ctx = contiguous_data(ctx_in).detach(), s.W = contiguous_data(W_in).detach(), s.b = contiguous_data(b_in).detach();
+  s.targets = targets, s.K = K, s.sig = sig;
+  s.lse.resize(static_cast<size_t>(R));
+  s.resp.resize(static_cast<size_t>(R));
+  std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
+  {
+    Tensor block = Tensor::empty({std::min(kChunkRows, R), V});
+    float* z = block.data();
+    for (int64_t r0 = 0; r0 < R; r0 += kChunkRows) {
+      const int64_t rows = std::min(kChunkRows, R - r0);
+      chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
+      parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t r = r0 + i, t = targets[r / K];
+          float* zr = z + i * V;
+          if (sig)
+            for (int64_t j = 0; j < V; ++j) zr[j] += log_sigmoidf(zr[j]);  // s = z + log σ(z)
+          float m = -INFINITY;
+          for (int64_t j = 0; j < V; ++j) m = std::max(m, zr[j]);
+          double acc = 0;
+          for (int64_t j = 0; j < V; ++j) acc += std::exp(zr[j] - m);
+          const float log_sum = static_cast<float>(std::log(acc));
+          s.lse[r] = m + log_sum;
+          comp[r] = (zr[t] - m) - log_sum;
+        }
+      });
+    }
+  }
+  // Mix in log space: a_nk = log π_nk + c_nk; nll_n = -logsumexp_k a_nk; r_nk = softmax_k a_nk.
+  const Tensor log_pi = log_pi_in.defined() ? contiguous_data(log_pi_in) : Tensor();
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    float m = -INFINITY;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t r = n * K + k;
+      s.resp[r] = comp[r] + (log_pi.defined() ? log_pi.data()[r] : 0.0f);
+      m = std::max(m, s.resp[r]);
+    }
+    double acc = 0;
+    for (int64_t k = 0; k < K; ++k) acc += std::exp(s.resp[n * K + k] - m);
+    const float lse_k = m + static_cast<float>(std::log(acc));
+    for (int64_t k = 0; k < K; ++k) s.resp[n * K + k] = std::exp(s.resp[n * K + k] - lse_k);
+    total -= lse_k;
+  }
+  Tensor out = Tensor::scalar(static_cast<float>(total / N));
+  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(), s.need_b = b_in.requires_grad();
+  s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();
+  if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
+  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out, {ctx_in, W_in, b_in, log_pi_in},
+                [s = std::move(s)](const Tensor& g) { return fused_backward(s, g.item()); });
+}
+
+}  // namespace mg

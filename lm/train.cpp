@@ -145,7 +145,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   say(model_cfg.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
       std::to_string(num_threads()) + " threads");
 
-  MetricsWriter metrics(cfg.save + "/metrics.jsonl");
+  // Finetuning keeps its own record: its step and token counts start again at zero.
+  const std::string metrics_path = cfg.save + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl");
+  const std::string curves_path = cfg.save + (finetune ? "/finetune_curves.svg" : "/curves.svg");
+  MetricsWriter metrics(metrics_path);
   TrainResult result;
   const auto run_start = Clock::now();
   const double elapsed_before = st.elapsed_s;
@@ -265,7 +268,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       save_state(state_path, cfg, model, *opt, next, fresh, bptt_gen, corpus.vocab);
     }
     try {
-      plot_learning_curves(cfg.save + "/metrics.jsonl", cfg.save + "/curves.svg", cfg.preset.empty() ? model_cfg.summary() : cfg.preset);
+      plot_learning_curves(metrics_path, curves_path, (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) +
+                                                          (finetune ? " (finetune)" : ""));
     } catch (const std::exception& e) {
       say(std::string("warning: could not draw the learning curves: ") + e.what());
     }

@@ -28,8 +28,8 @@ struct TrainHooks {
 // Trains (finetune = false) or finetunes (the MoS paper's second stage: restart from
 // <save>/best.ckpt with ASGD and stop when validation stops improving) on corpus. Writes into
 // cfg.save: checkpoint.ckpt (or finetune.ckpt) — the full training state for --resume, saved at every
-// epoch end and when stopped; best.ckpt — the model with the best validation loss; metrics.jsonl;
-// curves.svg.
+// epoch end and when stopped; best.ckpt — the model with the best validation loss; metrics.jsonl and
+// curves.svg (finetune_metrics.jsonl and finetune_curves.svg when finetuning).
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks = {},
                      bool finetune = false);
 

@@ -4,6 +4,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/vec_math.h"
 
 namespace mg {
 
@@ -108,7 +109,8 @@ Tensor logsumexp(const Tensor& x_in, int dim, bool keepdim) {
       for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
       if (std::isinf(m)) { o[w] = m; continue; }
       double acc = 0;
-      for (int64_t j = 0; j < s.n; ++j) acc += std::exp(line[j * s.inner] - m);
+      if (s.inner == 1) acc = sum_exp<false>(line, s.n, m, nullptr);
+      else for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
       o[w] = m + static_cast<float>(std::log(acc));
     }
   });

@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "nn/heads.h"
 #include "tensor/gemm.h"
+#include "tensor/vec_math.h"
 
 namespace mg {
 
@@ -60,11 +61,11 @@ void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64
       if (s.sig) {
         for (int64_t j = 0; j < V; ++j) {
           const float zj = zr[j];
-          zr[j] = c * std::exp(zj + log_sigmoidf(zj) - lse) * (2.0f - sigmoidf(zj));
+          zr[j] = c * vexp(zj + log_sigmoidf(zj) - lse) * (2.0f - sigmoidf(zj));
         }
         zr[t] -= c * (2.0f - sigmoidf(z_target));
       } else {
-        for (int64_t j = 0; j < V; ++j) zr[j] = c * std::exp(zr[j] - lse);
+        for (int64_t j = 0; j < V; ++j) zr[j] = c * vexp(zr[j] - lse);
         zr[t] -= c;
       }
     }
@@ -145,11 +146,8 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
           float* zr = z + i * V;
           if (sig)
             for (int64_t j = 0; j < V; ++j) zr[j] += log_sigmoidf(zr[j]);  // s = z + log σ(z)
-          float m = -INFINITY;
-          for (int64_t j = 0; j < V; ++j) m = std::max(m, zr[j]);
-          double acc = 0;
-          for (int64_t j = 0; j < V; ++j) acc += std::exp(zr[j] - m);
-          const float log_sum = static_cast<float>(std::log(acc));
+          const float m = row_max(zr, V);
+          const float log_sum = static_cast<float>(std::log(sum_exp<false>(zr, V, m, nullptr)));
           s.lse[r] = m + log_sum;
           comp[r] = (zr[t] - m) - log_sum;
         }

@@ -165,3 +165,16 @@ TEST(Tensor, ReductionsAreThreadCountIndependent) {
   EXPECT_EQ(r1, r2);
   EXPECT_EQ(l1, l2);
 }
+
+TEST(Tensor, DropoutMaskIsDefinedByPosition) {
+  // Drawn block-wise for speed, the mask must still be exactly "position i of the stream" (what a
+  // CUDA kernel computes independently per element), also from an offset inside a Philox block.
+  Generator gen(11);
+  gen.advance(3);
+  const std::vector<float> m = dropout_mask({1001}, 0.3f, gen).to_vector();
+  for (size_t i = 0; i < m.size(); ++i) {
+    const bool keep = philox_uniform(11, 3 + i) >= 0.3f;
+    ASSERT_EQ(m[i], keep ? 1.0f / 0.7f : 0.0f) << "position " << i;
+  }
+  EXPECT_EQ(gen.offset, 1004u);
+}

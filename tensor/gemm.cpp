@@ -1,20 +1,21 @@
-// A first cache-blocked GEMM. B is packed into contiguous [kc, nc] panels (transposing on the fly
-// when trans_b), so the inner loop C[i, j0:j1] += a_ik * Bpanel[k, j0:j1] is a contiguous
-// multiply-add that the compiler vectorizes. Work is split over rows of C (or columns when M is
-// small, as in the per-time-step LSTM product), never over k, so results are thread-count independent.
+// The GEMM driver: cache blocking, packing, threading and the choice of micro-kernel (see
+// tensor/gemm_kernels.h for the algorithm and the packed layouts). This file holds everything that
+// does not depend on the instruction set, plus the portable scalar kernel; the vector kernels live
+// in gemm_avx512.cpp and gemm_avx2.cpp and are only called after a run-time CPU check.
+//
+// Determinism: each C element is computed by exactly one thread, as one accumulator per kc block
+// summed over k in increasing order, and the kc blocking depends on K alone. So the split between
+// threads (which changes with their number) never changes a single bit of the result.
 #include "tensor/gemm.h"
 
 #include <algorithm>
-#include <vector>
+#include <cstddef>
+#include <new>
 
+#include "tensor/gemm_kernels.h"
 #include "tensor/parallel.h"
 
 namespace mg {
-
-namespace {
-constexpr int64_t kKc = 256;  // rows of the B panel: kKc * kNc floats = 512 KiB, sized for L2
-constexpr int64_t kNc = 512;
-}  // namespace
 
 void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
                     const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
@@ -31,47 +32,320 @@ void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
     }
 }
 
-void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  if (M == 0 || N == 0) return;
-  // C = beta * C first (beta == 0 overwrites, so NaNs in an uninitialised C do not leak through).
-  parallel_for(M, std::max<int64_t>(1, 16384 / N), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float* c = C + i * ldc;
-      if (beta == 0) std::fill(c, c + N, 0.0f);
-      else if (beta != 1) for (int64_t j = 0; j < N; ++j) c[j] *= beta;
-    }
-  });
-  if (K == 0 || alpha == 0) return;
-  std::vector<float> panel(static_cast<size_t>(kKc * kNc));
-  for (int64_t j0 = 0; j0 < N; j0 += kNc) {
-    const int64_t nc = std::min(kNc, N - j0);
-    for (int64_t k0 = 0; k0 < K; k0 += kKc) {
-      const int64_t kc = std::min(kKc, K - k0);
-      // Pack B[k0:k0+kc, j0:j0+nc] row-major with leading dim nc.
-      parallel_for(kc, 16, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k)
-          for (int64_t j = 0; j < nc; ++j)
-            panel[k * nc + j] = trans_b ? B[(j0 + j) * ldb + (k0 + k)] : B[(k0 + k) * ldb + (j0 + j)];
-      });
-      const float* P = panel.data();
-      auto rows = [&](int64_t i0, int64_t i1, int64_t c0, int64_t c1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          float* c = C + i * ldc + j0;
-          for (int64_t k = 0; k < kc; ++k) {
-            const float a = alpha * (trans_a ? A[(k0 + k) * lda + i] : A[i * lda + k0 + k]);
-            const float* p = P + k * nc;
-            for (int64_t j = c0; j < c1; ++j) c[j] += a * p[j];
-          }
-        }
-      };
-      if (M >= 4 * num_threads()) {
-        parallel_for(M, 4, [&](int64_t b, int64_t e) { rows(b, e, 0, nc); });
-      } else {
-        parallel_for(nc, 64, [&](int64_t b, int64_t e) { rows(0, M, b, e); });
+namespace gemm_detail {
+
+void pack_a_generic(int mr, bool trans, const float* A, int64_t lda, int64_t m, int64_t kc,
+                    float* Ap) {
+  for (int64_t p0 = 0; p0 < m; p0 += mr) {
+    const int64_t rows = std::min<int64_t>(mr, m - p0);
+    float* dst = Ap + (p0 / mr) * mr * kc;
+    if (!trans) {
+      // Row-major A: read each row sequentially, scatter into the k-interleaved panel.
+      for (int64_t i = 0; i < rows; ++i) {
+        const float* src = A + (p0 + i) * lda;
+        for (int64_t k = 0; k < kc; ++k) dst[k * mr + i] = src[k];
+      }
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t i = rows; i < mr; ++i) dst[k * mr + i] = 0.0f;
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = A + k * lda + p0;
+        for (int64_t i = 0; i < rows; ++i) dst[k * mr + i] = src[i];
+        for (int64_t i = rows; i < mr; ++i) dst[k * mr + i] = 0.0f;
       }
     }
   }
+}
+
+void pack_b_generic(int nr, int vl, bool trans, const float* B, int64_t ldb, int64_t kc, int64_t n,
+                    float* Bp) {
+  for (int64_t q0 = 0; q0 < n; q0 += nr) {
+    const int64_t cols = std::min<int64_t>(nr, n - q0);
+    const int64_t w = cols == nr ? nr : (cols + vl - 1) / vl * vl;
+    float* dst = Bp + (q0 / nr) * nr * kc;
+    if (!trans) {
+      for (int64_t k = 0; k < kc; ++k) {
+        const float* src = B + k * ldb + q0;
+        for (int64_t j = 0; j < cols; ++j) dst[k * w + j] = src[j];
+        for (int64_t j = cols; j < w; ++j) dst[k * w + j] = 0.0f;
+      }
+    } else {
+      for (int64_t j = 0; j < cols; ++j) {
+        const float* src = B + (q0 + j) * ldb;
+        for (int64_t k = 0; k < kc; ++k) dst[k * w + j] = src[k];
+      }
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t j = cols; j < w; ++j) dst[k * w + j] = 0.0f;
+    }
+  }
+}
+
+namespace {
+
+// ---- Portable scalar kernel: a 4 x 8 tile. Plain C++ the compiler may vectorize for whatever
+// -march it is given; it is the fallback for CPUs without AVX2 and the baseline in the tests.
+// 4 x 8 accumulators fit the 16 SSE2 registers with room for B; a 4 x 16 tile spilled and ran
+// 5x slower on the SSE2 baseline.
+constexpr int kScalarMr = 4, kScalarNr = 8;
+
+// W is the packed width of the B micro-panel: kScalarNr for full panels, 0 for the (runtime) width
+// of an edge panel, so the common case has constant trip counts.
+template <int W>
+void scalar_micro(int64_t kc, const float* a, const float* b, int64_t w, int64_t bs, int rows,
+                  int cols, float alpha, float beta, float* c, int64_t ldc) {
+  const int64_t width = W ? W : w;
+  float acc[kScalarMr][kScalarNr] = {};
+  for (int64_t k = 0; k < kc; ++k, a += kScalarMr, b += bs)
+    for (int i = 0; i < kScalarMr; ++i)
+      for (int64_t j = 0; j < width; ++j) acc[i][j] += a[i] * b[j];
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      float& out = c[i * ldc + j];
+      out = beta == 0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * out;
+    }
+}
+
+void scalar_macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
+                  int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
+  for (int64_t jr = 0; jr < n; jr += kScalarNr) {
+    const int cols = static_cast<int>(std::min<int64_t>(kScalarNr, n - jr));
+    // Packed: panel jr/nr starts at (jr/nr)*nr*kc = jr*kc, rows `cols` apart.
+    const float* b = ldb_direct ? Bp + jr : Bp + jr * kc;
+    const int64_t bs = ldb_direct ? ldb_direct : cols;
+    for (int64_t ir = 0; ir < m; ir += kScalarMr) {
+      const int rows = static_cast<int>(std::min<int64_t>(kScalarMr, m - ir));
+      const float* a = Ap + ir * kc;
+      float* c = C + ir * ldc + jr;
+      if (cols == kScalarNr)
+        scalar_micro<kScalarNr>(kc, a, b, kScalarNr, bs, rows, cols, alpha, beta, c, ldc);
+      else
+        scalar_micro<0>(kc, a, b, cols, bs, rows, cols, alpha, beta, c, ldc);
+    }
+  }
+}
+
+const Arch kScalarArch = {
+    "scalar", kScalarMr, kScalarNr, 1, /*mc=*/128, /*kc=*/256, /*nc=*/4096,
+    [](bool t, const float* A, int64_t lda, int64_t m, int64_t kc, float* Ap) {
+      pack_a_generic(kScalarMr, t, A, lda, m, kc, Ap);
+    },
+    [](bool t, const float* B, int64_t ldb, int64_t kc, int64_t n, float* Bp) {
+      pack_b_generic(kScalarNr, 1, t, B, ldb, kc, n, Bp);
+    },
+    scalar_macro};
+
+// ---- Scratch memory: 64-byte aligned (full zmm lines), one A and one B buffer per thread, kept
+// between calls because the LSTM issues thousands of small products per step.
+class Scratch {
+ public:
+  ~Scratch() { release(); }
+  float* get(size_t n) {
+    if (n > cap_) {
+      release();
+      p_ = static_cast<float*>(::operator new(n * sizeof(float), std::align_val_t(64)));
+      cap_ = n;
+    }
+    return p_;
+  }
+
+ private:
+  void release() {
+    if (p_) ::operator delete(p_, std::align_val_t(64));
+    p_ = nullptr;
+    cap_ = 0;
+  }
+  float* p_ = nullptr;
+  size_t cap_ = 0;
+};
+thread_local Scratch tl_a, tl_b;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+struct Problem {
+  bool ta, tb;
+  int64_t M, N, K;
+  float alpha;
+  const float* A;
+  int64_t lda;
+  const float* B;
+  int64_t ldb;
+  float beta;
+  float* C;
+  int64_t ldc;
+  // op(A)[i, k] and op(B)[k, j] as pointers, whatever the storage order.
+  const float* a_at(int64_t i, int64_t k) const { return ta ? A + k * lda + i : A + i * lda + k; }
+  const float* b_at(int64_t k, int64_t j) const { return tb ? B + j * ldb + k : B + k * ldb + j; }
+};
+
+// Below this many multiply-adds one core finishes before a second one would have woken up.
+constexpr double kParallelMinWork = 96.0 * 96.0 * 96.0;
+
+void scale_c(const Problem& p) {
+  parallel_for(p.M, std::max<int64_t>(1, 16384 / p.N), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* c = p.C + i * p.ldc;
+      if (p.beta == 0) std::fill(c, c + p.N, 0.0f);
+      else if (p.beta != 1) for (int64_t j = 0; j < p.N; ++j) c[j] *= p.beta;
+    }
+  });
+}
+
+// One thread's share of the product, C[i0:i1, j0:j1], computed with the whole Goto loop nest and
+// the thread's own packed buffers. Threads never share a packed panel, so they never wait for one
+// another inside a call: on a machine shared with other jobs, a barrier per kc block cost more
+// (a descheduled thread stalls its partner for a whole time slice) than packing B twice does.
+void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int64_t i1, int64_t j0,
+               int64_t j1) {
+  const int64_t m_all = i1 - i0, n_all = j1 - j0;
+  if (m_all <= 0 || n_all <= 0) return;
+  // Equal mc blocks, so that the last one is not a sliver.
+  const int64_t mc = round_up(ceil_div(m_all, ceil_div(m_all, g.mc)), g.mr);
+  float* Ap = tl_a.get(static_cast<size_t>(mc * kc_blk));
+  if (m_all <= mc) {
+    // A single A block (at most mc rows): each B micro-panel is used by this block only, at most
+    // mc/mr times. A row-major B is then read in place, rows ldb apart, rather than copied: the
+    // copy does not pay for itself (20 x 400 x 1600, the LSTM step, ran at 65-70% of peak with
+    // packing and 85-90% without; 128 x 200 x 10000 gained 5%). A transposed B is packed one
+    // micro-panel at a time, right before its use, so it goes from packing to the kernel
+    // through L1/L2 and there is no nc panel at all.
+    float* Bp = tl_b.get(static_cast<size_t>(g.nr * kc_blk));
+    const bool direct = !p.tb;
+    for (int64_t pc = 0; pc < p.K; pc += kc_blk) {
+      const int64_t kc = std::min(kc_blk, p.K - pc);
+      const float beta = pc == 0 ? p.beta : 1.0f;
+      g.pack_a(p.ta, p.a_at(i0, pc), p.lda, m_all, kc, Ap);
+      int64_t j = j0;
+      if (direct) {
+        const int64_t full = (n_all / g.nr) * g.nr;  // whole micro-panels, read in place
+        if (full > 0)
+          g.macro(m_all, full, kc, Ap, p.b_at(pc, j), p.ldb, p.alpha, beta, p.C + i0 * p.ldc + j,
+                  p.ldc);
+        j += full;
+      }
+      for (; j < j1; j += g.nr) {
+        const int64_t n = std::min<int64_t>(g.nr, j1 - j);
+        g.pack_b(p.tb, p.b_at(pc, j), p.ldb, kc, n, Bp);
+        g.macro(m_all, n, kc, Ap, Bp, 0, p.alpha, beta, p.C + i0 * p.ldc + j, p.ldc);
+      }
+    }
+    return;
+  }
+  // The general case (Goto & van de Geijn, BLIS): a kc x nc panel of B packed once per (jc, pc)
+  // and kept in L3 while every mc x kc block of A is packed (into L2) and multiplied with it.
+  const int64_t nc_max = round_up(ceil_div(n_all, ceil_div(n_all, g.nc)), g.nr);
+  float* Bp = tl_b.get(static_cast<size_t>(nc_max * kc_blk));
+  for (int64_t jc = j0; jc < j1; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, j1 - jc);
+    for (int64_t pc = 0; pc < p.K; pc += kc_blk) {
+      const int64_t kc = std::min(kc_blk, p.K - pc);
+      const float beta = pc == 0 ? p.beta : 1.0f;
+      g.pack_b(p.tb, p.b_at(pc, jc), p.ldb, kc, nc, Bp);
+      for (int64_t ic = i0; ic < i1; ic += mc) {
+        const int64_t m = std::min(mc, i1 - ic);
+        g.pack_a(p.ta, p.a_at(ic, pc), p.lda, m, kc, Ap);
+        g.macro(m, nc, kc, Ap, Bp, 0, p.alpha, beta, p.C + ic * p.ldc + jc, p.ldc);
+      }
+    }
+  }
+}
+
+// Thread t of T takes a slab of C: a range of rows when M >= N, else a range of columns (the LSTM
+// step, M = batch = 20, splits its 1600 columns), cut on register-tile boundaries. Splitting the
+// longer side keeps the duplicated work small: each thread packs all of the other operand's
+// panels, a cost proportional to T / max(M, N) of the multiply. k is never split (no reduction
+// across threads), and the kc blocking depends on K alone, so the result does not depend on T.
+void run_slab(const Arch& g, const Problem& p, int64_t kc_blk, bool by_rows, int t, int T) {
+  if (by_rows) {
+    const int64_t units = ceil_div(p.M, g.mr);
+    run_block(g, p, kc_blk, std::min(p.M, units * t / T * g.mr),
+              std::min(p.M, units * (t + 1) / T * g.mr), 0, p.N);
+  } else {
+    const int64_t units = ceil_div(p.N, g.nr);
+    run_block(g, p, kc_blk, 0, p.M, std::min(p.N, units * t / T * g.nr),
+              std::min(p.N, units * (t + 1) / T * g.nr));
+  }
+}
+
+void run(const Arch& g, const Problem& p) {
+  if (p.M <= 0 || p.N <= 0) return;
+  if (p.K <= 0 || p.alpha == 0) return scale_c(p);
+  // Equal kc blocks (K = 600 gives 2 x 300, not 512 + 88): no short, inefficient last block.
+  const int64_t kc_blk = ceil_div(p.K, ceil_div(p.K, g.kc));
+  const bool by_rows = p.M >= p.N;
+  int T = num_threads();
+#ifdef _OPENMP
+  if (omp_in_parallel()) T = 1;
+#endif
+  if (static_cast<double>(p.M) * p.N * p.K < kParallelMinWork) T = 1;
+  T = static_cast<int>(std::min<int64_t>(T, by_rows ? ceil_div(p.M, g.mr) : ceil_div(p.N, g.nr)));
+  if (T <= 1) return run_slab(g, p, kc_blk, by_rows, 0, 1);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T)
+  // The team may be smaller than asked for (OMP_THREAD_LIMIT, dynamic adjustment).
+  run_slab(g, p, kc_blk, by_rows, omp_get_thread_num(), omp_get_num_threads());
+#else
+  run_slab(g, p, kc_blk, by_rows, 0, 1);
+#endif
+}
+
+bool cpu_has(GemmKernel kind) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  switch (kind) {
+    case GemmKernel::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+    case GemmKernel::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default: return true;
+  }
+#else
+  return kind == GemmKernel::kScalar || kind == GemmKernel::kAuto;
+#endif
+}
+
+const Arch& arch_of(GemmKernel kind) {
+  switch (kind) {
+    case GemmKernel::kAvx512: return arch_avx512();
+    case GemmKernel::kAvx2: return arch_avx2();
+    default: return kScalarArch;
+  }
+}
+
+}  // namespace
+}  // namespace gemm_detail
+
+const char* gemm_kernel_name(GemmKernel kind) {
+  switch (kind) {
+    case GemmKernel::kAuto: return "auto";
+    case GemmKernel::kScalar: return "scalar";
+    case GemmKernel::kAvx2: return "avx2";
+    case GemmKernel::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+bool gemm_kernel_supported(GemmKernel kind) { return gemm_detail::cpu_has(kind); }
+
+GemmKernel gemm_default_kernel() {
+  static const GemmKernel best = gemm_detail::cpu_has(GemmKernel::kAvx512) ? GemmKernel::kAvx512
+                                 : gemm_detail::cpu_has(GemmKernel::kAvx2) ? GemmKernel::kAvx2
+                                                                            : GemmKernel::kScalar;
+  return best;
+}
+
+bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
+                      float beta, float* C, int64_t ldc) {
+  if (kind == GemmKernel::kAuto) kind = gemm_default_kernel();  // cached: no CPU query per call
+  else if (!gemm_kernel_supported(kind)) return false;
+  const gemm_detail::Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
+  gemm_detail::run(gemm_detail::arch_of(kind), p);
+  return true;
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
+          int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  gemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace mg

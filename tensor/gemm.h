@@ -2,7 +2,9 @@
 //   C[M,N] = alpha * op(A)[M,K] * op(B)[K,N] + beta * C
 // op(A) = A (row-major [M,K], leading dim lda) or A^T when trans_a (A stored [K,M]); same for B.
 // Each C element is accumulated over k in a fixed order: the result does not depend on the number
-// of threads.
+// of threads. beta == 0 overwrites C without reading it (NaNs there do not propagate).
+// Implementation: packed, cache-blocked, with AVX-512 / AVX2 / scalar micro-kernels chosen at run
+// time (tensor/gemm_kernels.h, which also lets tests force one).
 #pragma once
 
 #include <cstdint>

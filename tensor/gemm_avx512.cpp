@@ -1,0 +1,226 @@
+// AVX-512 GEMM kernels: an 8 x 48 micro-kernel (8 rows of C by three zmm registers) and packing
+// routines with 8 x 8 in-register transposes. Every function carries its own target attribute, so
+// this file compiles to the same code with any -march (or none) and is only entered after
+// gemm.cpp checked __builtin_cpu_supports("avx512f") and ("avx512vl") (the packing uses masked
+// 256-bit loads, an AVX-512VL instruction).
+//
+// Why 8 x 48: the tile is held in 24 zmm accumulators, plus three for the B row and one broadcast
+// of A: 28 of the 32 registers. Per k step it does 24 FMAs for 3 vector loads and 8 broadcast
+// loads, so the two FMA pipes (12 cycles), not the two load ports (5.5), are the limit; and 24
+// independent accumulators cover the FMA latency (4 cycles x 2 pipes = 8 needed).
+// mr = 8 also makes the A packing an exact 8 x 8 transpose. (Goto & van de Geijn 2008, sec. 6;
+// Low et al., "Analytical Modeling Is Enough for High-Performance BLIS", ACM TOMS 43(2), 2016,
+// for how mr x nr and the cache blocks follow from latency, register count and cache sizes.)
+#include "tensor/gemm_kernels.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+
+#include <immintrin.h>
+
+#define MG_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+
+namespace mg::gemm_detail {
+namespace {
+
+constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
+
+// Tile of M <= kMr rows and NV <= kNv vectors of C. Ap holds kMr floats per k (rows past M are
+// padding the kernel never reads), Bp holds 16*NV floats per k. n_last (1..16) is how many columns
+// of the last vector are inside C: the edge tile costs masked loads/stores, not a scalar path.
+// Every element sees the same fma chain whatever the tile shape, so results do not depend on where
+// the tile edges fall (and hence on the thread split).
+template <int M, int NV>
+MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
+                     float* __restrict c, int64_t ldc, float alpha, float beta, int n_last) {
+  __m512 acc[M][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+  // Fetch the C tile while the k loop runs, so the update at the end does not stall on memory.
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * NV - 1), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    __m512 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512 ai = _mm512_set1_ps(a[i]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+    }
+    a += kMr;
+    b += bs;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 last = static_cast<__mmask16>((1u << n_last) - 1);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    float* row = c + i * ldc;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last : static_cast<__mmask16>(0xffff);
+      __m512 r;
+      if (beta == 0) {
+        r = _mm512_mul_ps(va, acc[i][v]);  // C is not read: NaNs in it must not propagate
+      } else {
+        const __m512 old = _mm512_maskz_loadu_ps(mask, row + 16 * v);
+        r = _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, old));
+      }
+      _mm512_mask_storeu_ps(row + 16 * v, mask, r);
+    }
+  }
+}
+
+using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float, float,
+                        int);
+
+template <int M>
+constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>, micro<M, 3>};
+const MicroFn* const kMicro[kMr] = {micro_row<1>, micro_row<2>, micro_row<3>, micro_row<4>,
+                                    micro_row<5>, micro_row<6>, micro_row<7>, micro_row<8>};
+
+MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
+                     int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
+  // jr outer, ir inner: one B micro-panel (kc x 48) is reused by all the A micro-panels of the
+  // block (which stream from L2) while it is hot in L1/L2.
+  for (int64_t jr = 0; jr < n; jr += kNr) {
+    const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
+    const int nv = (cols + 15) / 16;
+    const int n_last = cols - 16 * (nv - 1);
+    const float* b = ldb_direct ? Bp + jr : Bp + jr * kc;
+    const int64_t bs = ldb_direct ? ldb_direct : 16 * nv;
+    for (int64_t ir = 0; ir < m; ir += kMr) {
+      const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
+      kMicro[rows - 1][nv - 1](kc, Ap + ir * kc, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
+                               n_last);
+    }
+  }
+}
+
+// In-register transpose of 8 rows of 8 floats (unpack, shuffle, then swap 128-bit halves).
+MG_AVX512 inline void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+  }
+}
+
+// rows x kc (rows <= 8) of a row-major matrix, src(i, k) = src[i*ld + k], into dst[k*dst_ld + i]
+// (8 columns from dst). Rows past `rows` become zeros. The 8 source rows are 8 separate streams
+// (lda apart, often from DRAM: the 700 x 10000 operand of the output layer's backward is 28 MB),
+// more than the hardware prefetcher follows well, so each row is prefetched a few lines ahead.
+template <bool Full>
+MG_AVX512 void transpose_pack(const float* src, int64_t ld, int rows, int64_t kc, float* dst,
+                              int64_t dst_ld) {
+  constexpr int64_t kAhead = 128;  // floats: 8 cache lines ahead on each row
+  int64_t k = 0;
+  for (; k + 8 <= kc; k += 8) {
+    __m256 r[8];
+    if ((k & 15) == 0)
+      for (int i = 0; i < (Full ? 8 : rows); ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(src + i * ld + k + kAhead), _MM_HINT_T0);
+    for (int i = 0; i < 8; ++i)
+      r[i] = Full || i < rows ? _mm256_loadu_ps(src + i * ld + k) : _mm256_setzero_ps();
+    transpose8(r);
+    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(dst + (k + j) * dst_ld, r[j]);
+  }
+  for (; k < kc; ++k)
+    for (int i = 0; i < 8; ++i) dst[k * dst_ld + i] = Full || i < rows ? src[i * ld + k] : 0.0f;
+}
+
+MG_AVX512 void transpose_pack(const float* src, int64_t ld, int rows, int64_t kc, float* dst,
+                              int64_t dst_ld) {
+  if (rows == 8) transpose_pack<true>(src, ld, 8, kc, dst, dst_ld);
+  else transpose_pack<false>(src, ld, rows, kc, dst, dst_ld);
+}
+
+MG_AVX512 void pack_a(bool trans, const float* A, int64_t lda, int64_t m, int64_t kc, float* Ap) {
+  for (int64_t p0 = 0; p0 < m; p0 += kMr) {
+    const int rows = static_cast<int>(m - p0 < kMr ? m - p0 : kMr);
+    float* dst = Ap + p0 * kc;
+    if (trans) {
+      // Stored [K, M]: each k gives 8 contiguous floats, already in packed order.
+      const __mmask8 mask = static_cast<__mmask8>((1u << rows) - 1);
+      for (int64_t k = 0; k < kc; ++k)
+        _mm256_storeu_ps(dst + k * kMr, _mm256_maskz_loadu_ps(mask, A + k * lda + p0));
+    } else {
+      transpose_pack(A + p0 * lda, lda, rows, kc, dst, kMr);
+    }
+  }
+}
+
+MG_AVX512 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_t n, float* Bp) {
+  for (int64_t q0 = 0; q0 < n; q0 += kNr) {
+    const int cols = static_cast<int>(n - q0 < kNr ? n - q0 : kNr);
+    const int w = (cols + 15) / 16 * 16;  // packed width: whole vectors, zero-padded
+    float* dst = Bp + q0 * kc;
+    if (!trans) {
+      const float* src = B + q0;
+      if (cols == kNr) {
+        for (int64_t k = 0; k < kc; ++k)
+          for (int v = 0; v < kNv; ++v)
+            _mm512_storeu_ps(dst + k * kNr + 16 * v, _mm512_loadu_ps(src + k * ldb + 16 * v));
+      } else {
+        for (int64_t k = 0; k < kc; ++k)
+          for (int v = 0; v < w / 16; ++v) {
+            const int left = cols - 16 * v;
+            const __mmask16 mask = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
+            _mm512_storeu_ps(dst + k * w + 16 * v, _mm512_maskz_loadu_ps(mask, src + k * ldb + 16 * v));
+          }
+      }
+    } else {
+      // Stored [N, K]: column j of the panel is row q0 + j of B, contiguous in k. Transpose 8
+      // columns at a time (zero columns past n fill the padding).
+      for (int j0 = 0; j0 < w; j0 += 8) {
+        const int valid = cols - j0 < 0 ? 0 : (cols - j0 > 8 ? 8 : cols - j0);
+        transpose_pack(valid ? B + (q0 + j0) * ldb : B, ldb, valid, kc, dst + j0, w);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const Arch& arch_avx512() {
+  // Cache blocks, measured on AMD Zen 5 (48 KiB L1d, 1 MiB L2 per core, 32 MiB L3) with
+  // bench/bench_gemm.cpp; the plateau is wide (kc 256..512, mc 256..512, nc 2k..10k all within a
+  // few per cent of each other single-threaded):
+  //  * kc = 512: long k loops amortize the C tile update, and K = 200 / 400 (the model's hidden
+  //    sizes) take one kc block, so C is written once. The 512 x 48 B micro-panel (96 KiB) does
+  //    not fit L1 but streams from L2 fast enough: 192 bytes per 12 cycles of FMAs.
+  //  * mc = 256: the A block (256 x 512 floats, 512 KiB) stays in the core's L2.
+  //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
+  static const Arch arch = {"avx512", kMr, kNr, 16, /*mc=*/256, /*kc=*/512, /*nc=*/3072,
+                            pack_a, pack_b, macro};
+  return arch;
+}
+
+}  // namespace mg::gemm_detail
+
+#else  // not x86: never selected (gemm.cpp only picks it when the CPU reports AVX-512)
+
+namespace mg::gemm_detail {
+const Arch& arch_avx512() {
+  static const Arch arch = {"avx512", 0, 0, 0, 0, 0, 0, nullptr, nullptr, nullptr};
+  return arch;
+}
+}  // namespace mg::gemm_detail
+
+#endif

@@ -218,6 +218,18 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
         st.elapsed_s = elapsed();
         save_state(state_path, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
         result.stopped = true, result.stop_reason = reason;
+        if (!training_stop_requested()) {
+          // A budget stop ("validation perplexity after 15 minutes"): score the weights reached so far.
+          opt->swap_in_average();
+          result.final_val_loss = evaluate(model, val_data, cfg.bptt).loss;
+          if (result.final_val_loss < st.best_val) {
+            st.best_val = result.final_val_loss;
+            save_model(best_path, model, corpus.vocab, {{"val_loss", join({st.best_val})}, {"epoch", std::to_string(st.epoch)}});
+          }
+          opt->swap_out_average();
+          say("validation at the stop: loss " + std::to_string(result.final_val_loss) + ", ppl " +
+              std::to_string(std::exp(result.final_val_loss)));
+        }
         result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
         if (hooks.display) hooks.display->finish();
         say("stopped: " + reason + "; checkpoint saved to " + state_path + " (continue with --resume)");

@@ -17,6 +17,10 @@ struct TrainResult {
   int64_t steps = 0;        // optimizer steps in total (a resumed run counts the earlier ones)
   int64_t epochs_done = 0;  // completed epochs
   bool stopped = false;     // stopped by --max-minutes, --max-steps or Ctrl-C (checkpoint saved)
+  // Validation loss of the weights at a --max-minutes / --max-steps stop (NaN otherwise); it also
+  // updates best.ckpt when it is the best so far. The resume state is saved before it, so a resumed
+  // run is unaffected.
+  double final_val_loss = std::numeric_limits<double>::quiet_NaN();
   std::string stop_reason;
 };
 

@@ -14,7 +14,7 @@ MODE     ?= release
 ARCH     ?= -march=native
 BUILD    := build/$(MODE)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
-WARN     := -Wall -Wextra -Wno-unused-parameter
+WARN     := -Wall -Wextra
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
 
 ifeq ($(MODE),release)

@@ -45,6 +45,8 @@ void parallel_for(int64_t n, int64_t grain, const Fn& fn) {
     }
     return;
   }
+#else
+  (void)grain;  // one thread: nothing to split
 #endif
   fn(0, n);
 }

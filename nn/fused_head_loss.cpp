@@ -27,8 +27,9 @@ namespace {
 
 constexpr int64_t kChunkRows = 128;
 
-inline float log_sigmoidf(float x) { return std::min(x, 0.0f) - std::log1p(std::exp(-std::fabs(x))); }
-inline float sigmoidf(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+// Vectorizable forms (tensor/vec_math.h): these run once per vocabulary entry per row.
+inline float log_sigmoidf(float x) { return vlog_sigmoid(x); }
+inline float sigmoidf(float x) { return vsigmoid(x); }
 
 // z [rows,V] = ctx rows [r0, r0+rows) times W^T, plus b.
 void chunk_logits(const float* ctx, const float* W, const float* b, int64_t r0, int64_t rows, int64_t E,

@@ -26,6 +26,10 @@ namespace mg {
 namespace {
 
 constexpr int64_t kChunkRows = 128;
+// Logits up to this many floats (256 MB) are kept for backward instead of recomputed: the recompute
+// is a fourth N*K x E x V GEMM (+16% of small-softmax's FLOPs, +25% of small-mos's head). Larger
+// ones (mos-paper: 126M floats) stream and recompute, so memory stays bounded.
+int64_t g_keep_logits_floats = int64_t{64} << 20;
 
 // Vectorizable forms (tensor/vec_math.h): these run once per vocabulary entry per row.
 inline float log_sigmoidf(float x) { return vlog_sigmoid(x); }
@@ -46,6 +50,7 @@ struct Saved {
   std::vector<float> lse;        // per ctx row: logsumexp of z (softmax) or of z + log σ(z) (sigsoftmax)
   std::vector<float> resp;       // r_nk per ctx row
   std::vector<int64_t> targets;  // [N]
+  Tensor logits;                 // [N*K,V] z kept from the forward when small enough (else recomputed)
   int64_t K = 1;
   bool sig = false;
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
@@ -80,11 +85,14 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   Tensor d_W = s.need_W ? Tensor::zeros({V, E}) : Tensor();
   Tensor d_b = s.need_b ? Tensor::zeros({V}) : Tensor();
   if (s.need_ctx || s.need_W || s.need_b) {
-    Tensor block = Tensor::empty({std::min(kChunkRows, R), V});
-    float* z = block.data();
+    Tensor logits = s.logits;  // a handle: the kept storage itself
+    const bool kept = logits.defined();
+    Tensor block = kept ? Tensor() : Tensor::empty({std::min(kChunkRows, R), V});
     for (int64_t r0 = 0; r0 < R; r0 += kChunkRows) {
       const int64_t rows = std::min(kChunkRows, R - r0);
-      chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
+      // The kept logits are overwritten with their gradient: backward runs once per graph.
+      float* z = kept ? logits.data() + r0 * V : block.data();
+      if (!kept) chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
       logits_to_grad(s, scale, r0, rows, V, z);
       // d ctx = dz W;  d W += dz^T ctx;  d b += column sums of dz — chunks in a fixed order.
       if (s.need_ctx) gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);
@@ -107,6 +115,12 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
 }
 
 }  // namespace
+
+int64_t set_fused_logits_keep_limit(int64_t floats) {
+  const int64_t previous = g_keep_logits_floats;
+  g_keep_logits_floats = floats;
+  return previous;
+}
 
 Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor& b_in, const Tensor& log_pi_in,
                          const std::vector<int64_t>& targets, int64_t K, bool sig) {
@@ -135,18 +149,24 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
   s.lse.resize(static_cast<size_t>(R));
   s.resp.resize(static_cast<size_t>(R));
   std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
+  const bool keep = is_grad_enabled() && R * V <= g_keep_logits_floats &&
+                    (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
   {
-    Tensor block = Tensor::empty({std::min(kChunkRows, R), V});
-    float* z = block.data();
+    if (keep) s.logits = Tensor::empty({R, V});
+    Tensor block = keep ? Tensor() : Tensor::empty({std::min(kChunkRows, R), V});
     for (int64_t r0 = 0; r0 < R; r0 += kChunkRows) {
       const int64_t rows = std::min(kChunkRows, R - r0);
+      float* z = keep ? s.logits.data() + r0 * V : block.data();
       chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
       parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
+        std::vector<float> scratch(sig ? static_cast<size_t>(V) : 0);
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t r = r0 + i, t = targets[r / K];
-          float* zr = z + i * V;
-          if (sig)
-            for (int64_t j = 0; j < V; ++j) zr[j] += log_sigmoidf(zr[j]);  // s = z + log σ(z)
+          const float* zr = z + i * V;
+          if (sig) {  // s = z + log σ(z), in a scratch row so the kept z stays intact for backward
+            for (int64_t j = 0; j < V; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
+            zr = scratch.data();
+          }
           const float m = row_max(zr, V);
           const float log_sum = static_cast<float>(std::log(sum_exp<false>(zr, V, m, nullptr)));
           s.lse[r] = m + log_sum;

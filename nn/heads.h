@@ -60,6 +60,9 @@ class SoftmaxHead : public OutputHead {
 // in backward; the same loss as the plain path to float rounding (tested against it).
 Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
                          const std::vector<int64_t>& targets, int64_t K, bool sig);
+// Logits [N*K,V] up to this many floats are kept from forward to backward (default 64M = 256 MB);
+// larger ones are recomputed chunk by chunk. Returns the previous limit (tests run both paths).
+int64_t set_fused_logits_keep_limit(int64_t floats);
 
 // MoS / MoSig / MoC with K experts of size E.
 class MixtureHead : public OutputHead {

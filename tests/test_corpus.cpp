@@ -12,35 +12,13 @@
 
 #include "lm/batching.h"
 #include "lm/corpus.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test, removed at the end.
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(testing::TempDir()) / ("mosgrad_" + std::string(info->test_suite_name()) + "_" + info->name() + "_" +
-                                            std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-  void write(const std::string& name, const std::string& bytes) const {
-    std::ofstream(file(name), std::ios::binary) << bytes;
-  }
-
- private:
-  fs::path path_;
-};
+using mgtest::TempDir;
 
 void write_ptb(const TempDir& d, const std::string& train, const std::string& valid, const std::string& test) {
   d.write("ptb.train.txt", train);

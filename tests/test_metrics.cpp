@@ -11,40 +11,15 @@
 #include <sstream>
 
 #include "lm/metrics.h"
+#include "tests/test_util.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh directory per test, removed at the end.
-class MetricsDir {
- public:
-  MetricsDir() {
-    static int counter = 0;
-    const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::path(testing::TempDir()) /
-            ("mosgrad_metrics_" + std::string(info->name()) + "_" + std::to_string(::getpid()) + "_" +
-             std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~MetricsDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  void write(const std::string& name, const std::string& text) const { std::ofstream(file(name)) << text; }
+using MetricsDir = mgtest::TempDir;
 
- private:
-  fs::path path_;
-};
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_all(const std::string& path) { return mgtest::read_bytes(path); }
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;

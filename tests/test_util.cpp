@@ -1,10 +1,44 @@
 #include "tests/test_util.h"
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 namespace mgtest {
+
+TempDir::TempDir() {
+  static int counter = 0;
+  const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name = info ? std::string(info->test_suite_name()) + "_" + info->name() : "outside_test";
+  const std::filesystem::path path = std::filesystem::path(testing::TempDir()) /
+      ("mosgrad_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+  path_ = path.string();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::file(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
+std::string TempDir::str() const { return path_; }
+void TempDir::write(const std::string& name, const std::string& bytes) const { write_bytes(file(name), bytes); }
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
 
 std::string fixture_path(const std::string& file) {
   return std::string(MOSGRAD_SOURCE_DIR) + "/tests/fixtures/" + file;

@@ -23,7 +23,39 @@
     EXPECT_TRUE(mg_gc_.ok) << mg_gc_.message;                           \
   } while (0)
 
+// Fails unless `haystack` (a std::string) contains `needle`; prints the haystack.
+#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
 namespace mgtest {
+
+// A fresh directory per test under testing::TempDir(), named after the test, removed at the end.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string file(const std::string& name) const;  // a path inside it
+  std::string str() const;
+  void write(const std::string& name, const std::string& bytes) const;
+
+ private:
+  std::string path_;
+};
+
+std::string read_bytes(const std::string& path);
+void write_bytes(const std::string& path, const std::string& bytes);
+
+// The message of the std::runtime_error that fn throws ("" when it throws none).
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::runtime_error& e) {
+    return e.what();
+  }
+  return "";
+}
 
 // tests/fixtures/<file> in the source tree.
 std::string fixture_path(const std::string& file);

@@ -26,16 +26,7 @@ void write_ptb(const TempDir& d, const std::string& train, const std::string& va
   d.write("ptb.test.txt", test);
 }
 
-// The message of the std::runtime_error thrown by fn ("" when none is thrown).
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
+using mgtest::error_of;
 
 std::vector<std::string> words_of(const mg::Vocab& v, const std::vector<int64_t>& ids) {
   std::vector<std::string> out;

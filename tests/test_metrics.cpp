@@ -57,15 +57,7 @@ std::string contents(std::FILE* f) {
   return out;
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::runtime_error& e) {
-    return e.what();
-  }
-  return "";
-}
+using mgtest::error_of;
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;

@@ -22,12 +22,7 @@ using mgtest::read_bytes;
 using mgtest::TempDir;
 using mgtest::write_bytes;
 
-std::vector<uint32_t> bits_of(const mg::Tensor& t) {
-  const std::vector<float> v = t.to_vector();
-  std::vector<uint32_t> out(v.size());
-  if (!v.empty()) std::memcpy(out.data(), v.data(), 4 * v.size());
-  return out;
-}
+using mgtest::bits_of;
 
 mg::Tensor from_bits(const std::vector<uint32_t>& bits, const mg::Shape& shape) {
   std::vector<float> v(bits.size());

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -28,6 +29,13 @@ TempDir::~TempDir() {
 std::string TempDir::file(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
 std::string TempDir::str() const { return path_; }
 void TempDir::write(const std::string& name, const std::string& bytes) const { write_bytes(file(name), bytes); }
+
+std::vector<uint32_t> bits_of(const mg::Tensor& t) {
+  const std::vector<float> v = t.to_vector();
+  std::vector<uint32_t> out(v.size());
+  if (!v.empty()) std::memcpy(out.data(), v.data(), 4 * v.size());
+  return out;
+}
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -43,6 +43,9 @@ class TempDir {
   std::string path_;
 };
 
+// The raw bit patterns of t's values: for bit-exact comparisons (NaN payloads, -0).
+std::vector<uint32_t> bits_of(const mg::Tensor& t);
+
 std::string read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
 

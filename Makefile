@@ -34,7 +34,6 @@ LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp lm/*.cpp)
 TEST_SRCS := $(wildcard tests/*.cpp)
 TOOL_SRCS := $(wildcard tools/*.cpp)
 BENCH_SRCS:= $(wildcard bench/*.cpp)
-BENCH_BINS:= $(BENCH_SRCS:bench/%.cpp=$(BUILD)/bench/%)
 
 LIB_OBJS  := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)

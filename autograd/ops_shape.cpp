@@ -128,7 +128,7 @@ Tensor stack(const std::vector<Tensor>& xs, int dim) {
       throw ShapeError("stack: shapes differ: " + shape_str(xs[0].shape()) + " vs " + shape_str(x.shape()));
     expanded.push_back(unsqueeze(x, dim));
   }
-  return cat(expanded, dim < 0 ? dim : dim);
+  return cat(expanded, dim);
 }
 
 }  // namespace mg

@@ -286,7 +286,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       say(std::string("warning: could not draw the learning curves: ") + e.what());
     }
     result.epochs_done = st.epoch;
-    if (done) { ++st.epoch; break; }
+    if (done) break;
   }
 
   result.steps = st.step, result.best_val_loss = st.best_val;

@@ -7,8 +7,6 @@
 
 namespace mg {
 
-void check_lstm_args(const Tensor& x, const LSTMState& s, const LSTMWeights& w);
-
 std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state, const LSTMWeights& w) {
   check_lstm_args(x, state, w);
   const int64_t T = x.size(0), B = x.size(1), H = w.weight_hh.size(1);

@@ -26,6 +26,9 @@ struct LSTMWeights {
   Tensor bias_hh;    // [4H]
 };
 
+// Throws ShapeError naming the argument when x, the state or a weight has the wrong shape.
+void check_lstm_args(const Tensor& x, const LSTMState& state, const LSTMWeights& w);
+
 // x [T,B,in], state h,c [B,H] -> (out [T,B,H], final state)
 std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state, const LSTMWeights& w);
 std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x, const LSTMState& state, const LSTMWeights& w);

@@ -11,8 +11,10 @@
 //   d loss / d log π_nk = -r_nk / N
 //   d loss / d z_nk[j]  =  (r_nk / N) (q_j - δ_j,t)              softmax
 //                       =  (r_nk / N) (q_j - δ_j,t)(2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 - σ(z_j))
-// The logits are computed in chunks of rows, reduced to (log-sum, target logit), and dropped;
-// backward recomputes each chunk. Peak extra memory is one [chunk, V] block instead of ~6 [N*K, V].
+// When the logits [N*K,V] are small enough they are computed by one GEMM, kept, and overwritten by
+// their gradient in backward, so backward is two large GEMMs. Otherwise they are computed in chunks
+// of rows, reduced to (log-sum, target logit), and dropped; backward recomputes each chunk. Peak
+// extra memory is then one [chunk, V] block instead of ~6 [N*K, V].
 #include <cmath>
 
 #include "autograd/kernels.h"
@@ -25,7 +27,11 @@ namespace mg {
 
 namespace {
 
-constexpr int64_t kChunkRows = 128;
+// Streamed chunks hold about this many logits (32 MB). Larger chunks make d W += dz^T ctx one GEMM
+// with a deep k (chunk rows) instead of many shallow ones that re-read and re-write all of d W
+// [V,E]: at 128 rows that cost small-mos 6% of its step in packing and cache misses.
+constexpr int64_t kStreamChunkFloats = int64_t{8} << 20;
+int64_t g_stream_chunk_rows = 0;  // 0: kStreamChunkFloats / V; tests force small chunks
 // Logits up to this many floats (256 MB) are kept for backward instead of recomputed: the recompute
 // is a fourth N*K x E x V GEMM (+16% of small-softmax's FLOPs, +25% of small-mos's head). Larger
 // ones (mos-paper: 126M floats) stream and recompute, so memory stays bounded.
@@ -51,6 +57,7 @@ struct Saved {
   std::vector<float> resp;       // r_nk per ctx row
   std::vector<int64_t> targets;  // [N]
   Tensor logits;                 // [N*K,V] z kept from the forward when small enough (else recomputed)
+  int64_t chunk_rows = 0;        // rows per chunk: all of them when the logits are kept
   int64_t K = 1;
   bool sig = false;
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
@@ -87,9 +94,9 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   if (s.need_ctx || s.need_W || s.need_b) {
     Tensor logits = s.logits;  // a handle: the kept storage itself
     const bool kept = logits.defined();
-    Tensor block = kept ? Tensor() : Tensor::empty({std::min(kChunkRows, R), V});
-    for (int64_t r0 = 0; r0 < R; r0 += kChunkRows) {
-      const int64_t rows = std::min(kChunkRows, R - r0);
+    Tensor block = kept ? Tensor() : Tensor::empty({s.chunk_rows, V});
+    for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
+      const int64_t rows = std::min(s.chunk_rows, R - r0);
       // The kept logits are overwritten with their gradient: backward runs once per graph.
       float* z = kept ? logits.data() + r0 * V : block.data();
       if (!kept) chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
@@ -119,6 +126,12 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
 int64_t set_fused_logits_keep_limit(int64_t floats) {
   const int64_t previous = g_keep_logits_floats;
   g_keep_logits_floats = floats;
+  return previous;
+}
+
+int64_t set_fused_stream_chunk_rows(int64_t rows) {
+  const int64_t previous = g_stream_chunk_rows;
+  g_stream_chunk_rows = rows;
   return previous;
 }
 
@@ -152,10 +165,12 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
   const bool keep = is_grad_enabled() && R * V <= g_keep_logits_floats &&
                     (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
   {
+    const int64_t stream_rows = g_stream_chunk_rows > 0 ? g_stream_chunk_rows : kStreamChunkFloats / V;
+    s.chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
     if (keep) s.logits = Tensor::empty({R, V});
-    Tensor block = keep ? Tensor() : Tensor::empty({std::min(kChunkRows, R), V});
-    for (int64_t r0 = 0; r0 < R; r0 += kChunkRows) {
-      const int64_t rows = std::min(kChunkRows, R - r0);
+    Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
+    for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
+      const int64_t rows = std::min(s.chunk_rows, R - r0);
       float* z = keep ? s.logits.data() + r0 * V : block.data();
       chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
       parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {

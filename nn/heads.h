@@ -63,6 +63,9 @@ Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, co
 // Logits [N*K,V] up to this many floats are kept from forward to backward (default 64M = 256 MB);
 // larger ones are recomputed chunk by chunk. Returns the previous limit (tests run both paths).
 int64_t set_fused_logits_keep_limit(int64_t floats);
+// Rows per chunk when the logits stream (0, the default: about 8M logits per chunk). Returns the
+// previous value; tests set a small one so that several chunks and a ragged tail are exercised.
+int64_t set_fused_stream_chunk_rows(int64_t rows);
 
 // MoS / MoSig / MoC with K experts of size E.
 class MixtureHead : public OutputHead {

@@ -13,13 +13,15 @@ using namespace mg;
 using Inputs = std::vector<Tensor>;
 
 TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
-  // N = 140 rows (T=35, B=4), K=3 -> 420 context rows: four chunks of 128 with a ragged tail.
+  // N = 140 rows (T=35, B=4), K=3 -> 420 context rows: when recomputed, four chunks of 128 with a
+  // ragged tail; when kept, one GEMM over all of them.
   const int64_t N = 140, B = 4, H = 9, E = 6, K = 3, V = 257;
   for (int64_t keep_limit : {int64_t{64} << 20, int64_t{0}})  // logits kept for backward / recomputed
   for (HeadKind kind : {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC})
     for (float scale : {1.0f, 8.0f}) {  // scale 8: logits of magnitude ~50
       SCOPED_TRACE(head_kind_name(kind) + " scale " + std::to_string(scale) + (keep_limit ? " kept" : " recomputed"));
       const int64_t previous_limit = set_fused_logits_keep_limit(keep_limit);
+      const int64_t previous_chunk = set_fused_stream_chunk_rows(128);
       Generator gen(21);
       auto head = make_head(kind, V, H, E, K, 0.0f, Tensor(), gen);
       {
@@ -45,6 +47,7 @@ TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
         for (const Tensor& p : head->parameters()) grads[fused].push_back(p.grad().to_vector());
       }
       set_fused_logits_keep_limit(previous_limit);
+      set_fused_stream_chunk_rows(previous_chunk);
       EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::fabs(losses[0]));
       for (size_t i = 0; i < grads[0].size(); ++i) {
         const int64_t n = static_cast<int64_t>(grads[0][i].size());

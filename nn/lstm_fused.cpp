@@ -2,7 +2,8 @@
 //
 // Forward: one GEMM for all input projections [T*B,in]x[in,4H], then per step one small GEMM
 // h_{t-1} W_hh^T accumulated into the gates, and the gate nonlinearities + cell update in a single
-// pass. Backward (BPTT in one pass, t = T-1 .. 0) turns d h_t, d c_T into the pre-activation gate
+// vectorized pass. The steps run inside one OpenMP team with a barrier per step (parallel_team),
+// not a parallel region per step: at B = 10-20 a step is only tens of microseconds of work. Backward (BPTT in one pass, t = T-1 .. 0) turns d h_t, d c_T into the pre-activation gate
 // gradients dG_t; the weight gradients are then two big GEMMs over all steps at once.
 //
 // One node has one output, so the op returns a packed tensor Y [T+1,B,H]: rows 0..T-1 are h_1..h_T
@@ -15,6 +16,8 @@
 #include "autograd/ops.h"
 #include "nn/lstm.h"
 #include "tensor/gemm.h"
+#include "tensor/parallel.h"
+#include "tensor/vec_math.h"
 
 namespace mg {
 
@@ -36,7 +39,16 @@ void check_lstm_args(const Tensor& x, const LSTMState& s, const LSTMWeights& w) 
 
 namespace {
 
-inline float sigmoidf(float v) { return 1.0f / (1.0f + std::exp(-v)); }
+// Below this many multiply-adds per step (B x 4H x H) one core finishes a step before a second one
+// would have synchronised with it: the tiny preset (16 x 256 x 64) runs on one thread.
+constexpr double kTeamMinWork = 1 << 20;
+// Threads split the hidden units at multiples of the vector width, so each one's gate loops run
+// in whole vectors and the split never changes which elements take a vector's or a tail's path.
+constexpr int64_t kUnitAlign = 16;
+
+int team_size(int64_t B, int64_t H) {
+  return static_cast<double>(B) * 4 * H * H >= kTeamMinWork ? num_threads() : 1;
+}
 
 struct Saved {
   Tensor x, h0, c0, w_ih, w_hh;  // inputs (detached)
@@ -53,30 +65,41 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const
   Tensor dc = copy_contiguous(reshape(narrow(grad_y, 0, T, 1), {B, H}));  // d loss / d c_t, from d c_T
   float* dcp = dc.data();
   float* dhp = dh.data();
-  for (int64_t t = T - 1; t >= 0; --t) {
-    const float* act = s.acts.data() + t * B * G;
-    const float* c = s.cells.data() + t * B * H;
-    const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
-    const float* dy = grad_y.data() + t * B * H;
-    float* dg = d_gates.data() + t * B * G;
-    parallel_for(B, 8, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b)
-        for (int64_t j = 0; j < H; ++j) {
-          const int64_t r = b * G, k = b * H + j;
-          const float i = act[r + j], f = act[r + H + j], g = act[r + 2 * H + j], o = act[r + 3 * H + j];
-          const float tc = std::tanh(c[k]);
-          const float dh_t = dy[k] + dhp[k];
-          const float dc_t = dcp[k] + dh_t * o * (1 - tc * tc);
-          dg[r + j] = dc_t * g * i * (1 - i);               // d i_pre
-          dg[r + H + j] = dc_t * c_prev[k] * f * (1 - f);   // d f_pre
-          dg[r + 2 * H + j] = dc_t * i * (1 - g * g);       // d g_pre
-          dg[r + 3 * H + j] = dh_t * tc * o * (1 - o);      // d o_pre
-          dcp[k] = dc_t * f;                                // d c_{t-1}
+  const float* w_hh = s.w_hh.data();
+  // One team for the whole sequence: each thread owns hidden units [u0, u1), i.e. those columns of
+  // dh, dc and of each gate block of dG. Per step it turns its units' dh_t, dc_t into dG_t, waits
+  // until every thread has written its part of dG_t, then computes its columns of
+  // dh_{t-1} = dG_t W_hh ([B,4H] x [4H,H]). The next step reads only its own columns again, so one
+  // barrier per step suffices.
+  parallel_team(H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
+    for (int64_t t = T - 1; t >= 0; --t) {
+      const float* act = s.acts.data() + t * B * G;
+      const float* c = s.cells.data() + t * B * H;
+      const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
+      const float* dy = grad_y.data() + t * B * H;
+      float* dg = d_gates.data() + t * B * G;
+      for (int64_t b = 0; b < B; ++b) {
+        const float* ab = act + b * G;
+        float* db = dg + b * G;
+        const int64_t k0 = b * H;
+        for (int64_t j = u0; j < u1; ++j) {
+          const float i = ab[j], f = ab[H + j], g = ab[2 * H + j], o = ab[3 * H + j];
+          const float tc = vtanh(c[k0 + j]);
+          const float dh_t = dy[k0 + j] + dhp[k0 + j];
+          const float dc_t = dcp[k0 + j] + dh_t * o * (1 - tc * tc);
+          db[j] = dc_t * g * i * (1 - i);                    // d i_pre
+          db[H + j] = dc_t * c_prev[k0 + j] * f * (1 - f);   // d f_pre
+          db[2 * H + j] = dc_t * i * (1 - g * g);            // d g_pre
+          db[3 * H + j] = dh_t * tc * o * (1 - o);           // d o_pre
+          dcp[k0 + j] = dc_t * f;                            // d c_{t-1}
         }
-    });
-    // d h_{t-1} = dG_t W_hh  ([B,4H] x [4H,H])
-    gemm(false, false, B, H, G, 1.0f, dg, G, s.w_hh.data(), H, 0.0f, dhp, H);
-  }
+      }
+      barrier();
+      // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1]; W_hh [4H,H] is read in place.
+      if (u1 > u0 && (t > 0 || need[1]))
+        gemm(false, false, B, u1 - u0, G, 1.0f, dg, G, w_hh + u0, H, 0.0f, dhp + u0, H);
+    }
+  });
   std::vector<Tensor> grads(7);  // x, h0, c0, w_ih, w_hh, b_ih, b_hh
   if (need[0]) {  // dx = dG W_ih
     grads[0] = Tensor::empty({T, B, in});
@@ -111,43 +134,51 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   Saved s{contiguous_data(x_in).detach(), contiguous_data(state.h).detach(), contiguous_data(state.c).detach(),
           contiguous_data(w.weight_ih).detach(), contiguous_data(w.weight_hh).detach(), {}, {}, {}};
   const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
-  const Tensor b_ih = contiguous_data(w.bias_ih), b_hh = contiguous_data(w.bias_hh);
+  // Both biases in one vector, added in the gate pass below.
+  const Tensor bias = add(contiguous_data(w.bias_ih).detach(), contiguous_data(w.bias_hh).detach());
+  // W_hh^T [H,4H]: the per-step product h_{t-1} W_hh^T then reads it in place, row by row, instead
+  // of transposing (packing) all 4H x H weights again at every step.
+  const Tensor w_hh_t = copy_contiguous(transpose(s.w_hh, 0, 1));
 
-  // Gates of all steps from the inputs: [T*B,in] x [in,4H], plus both biases.
+  // Gates of all steps from the inputs: [T*B,in] x [in,4H].
   s.acts = Tensor::empty({T * B, G});
   gemm(false, true, T * B, G, in, 1.0f, s.x.data(), in, s.w_ih.data(), in, 0.0f, s.acts.data(), G);
-  float* acts = s.acts.data();
-  parallel_for(T * B, 64, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t j = 0; j < G; ++j) acts[r * G + j] += b_ih.data()[j] + b_hh.data()[j];
-  });
   s.cells = Tensor::empty({T * B, H});
   s.y = Tensor::empty({T + 1, B, H});
-  const float* h_prev = s.h0.data();
-  const float* c_prev = s.c0.data();
-  for (int64_t t = 0; t < T; ++t) {
-    float* gates = acts + t * B * G;
-    gemm(false, true, B, G, H, 1.0f, h_prev, H, s.w_hh.data(), H, 1.0f, gates, G);
-    float* c = s.cells.data() + t * B * H;
-    float* h = s.y.data() + t * B * H;
-    parallel_for(B, 8, [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b) {
+  float* acts = s.acts.data();
+  const float* bsum = bias.data();
+  // One team for the whole sequence: each thread owns hidden units [u0, u1), i.e. those columns of
+  // each gate block. Per step it computes its columns of h_{t-1} W_hh^T, applies the gates to its
+  // units and writes its part of h_t, c_t; the barrier then makes all of h_t visible for the next
+  // step's product.
+  parallel_team(H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
+    for (int64_t t = 0; t < T; ++t) {
+      const float* h_prev = t > 0 ? s.y.data() + (t - 1) * B * H : s.h0.data();
+      const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
+      float* gates = acts + t * B * G;
+      float* c = s.cells.data() + t * B * H;
+      float* h = s.y.data() + t * B * H;
+      if (u1 > u0)
+        for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
+          gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H, w_hh_t.data() + q * H + u0, G, 1.0f,
+               gates + q * H + u0, G);
+      for (int64_t b = 0; b < B; ++b) {
         float* gr = gates + b * G;
-        for (int64_t j = 0; j < H; ++j) {
+        const int64_t k0 = b * H;
+        for (int64_t j = u0; j < u1; ++j) {
           // Overwrite the pre-activations with the activations: backward needs only those.
-          const float i = sigmoidf(gr[j]), f = sigmoidf(gr[H + j]);
-          const float g = std::tanh(gr[2 * H + j]), o = sigmoidf(gr[3 * H + j]);
+          const float i = vsigmoid(gr[j] + bsum[j]), f = vsigmoid(gr[H + j] + bsum[H + j]);
+          const float g = vtanh(gr[2 * H + j] + bsum[2 * H + j]), o = vsigmoid(gr[3 * H + j] + bsum[3 * H + j]);
           gr[j] = i, gr[H + j] = f, gr[2 * H + j] = g, gr[3 * H + j] = o;
-          const float cv = f * c_prev[b * H + j] + i * g;
-          c[b * H + j] = cv;
-          h[b * H + j] = o * std::tanh(cv);
+          const float cv = f * c_prev[k0 + j] + i * g;
+          c[k0 + j] = cv;
+          h[k0 + j] = o * vtanh(cv);
         }
       }
-    });
-    h_prev = h;
-    c_prev = c;
-  }
-  std::memcpy(s.y.data() + T * B * H, c_prev, sizeof(float) * B * H);
+      barrier();
+    }
+  });
+  std::memcpy(s.y.data() + T * B * H, s.cells.data() + (T - 1) * B * H, sizeof(float) * B * H);
 
   const std::vector<bool> need = {x_in.requires_grad(), state.h.requires_grad(), state.c.requires_grad(),
                                   w.weight_ih.requires_grad(), w.weight_hh.requires_grad(),

@@ -10,6 +10,7 @@
 #include "nn/linear.h"
 #include "nn/lstm.h"
 #include "nn/rnn_model.h"
+#include "tensor/parallel.h"
 #include "tests/test_util.h"
 
 using namespace mg;
@@ -69,6 +70,43 @@ TEST(Layers, FusedLstmMatchesStepByStep) {
     const std::string report = compare_tensors(std::string("fused vs steps: ") + names[k], a, b, 1e-5, 1e-6);
     EXPECT_TRUE(report.empty()) << report;
   }
+}
+
+TEST(Layers, FusedLstmTeamMatchesStepByStepAndIgnoresThreadCount) {
+  // Big enough (B x 4H x H >= 2^20 multiply-adds) that the fused LSTM runs its steps in a thread
+  // team: H = 128 splits into whole 16-unit blocks, H = 100 leaves a tail of 4 units. Every output
+  // and gradient must match the step-by-step path, and be bitwise the same for 1, 2 and 3 threads.
+  const int saved_threads = num_threads();
+  for (int64_t H : {128, 100}) {
+    const int64_t T = 4, B = 32, In = 24;
+    SCOPED_TRACE("H = " + std::to_string(H));
+    const Tensor x = rand_leaf({T, B, In}, 30), h0 = rand_leaf({B, H}, 31), c0 = rand_leaf({B, H}, 32);
+    Generator gen(33);
+    LSTMLayer layer(In, H, gen);
+    const Tensor R = rand_leaf({T, B, H}, 34), Rc = rand_leaf({B, H}, 35);
+    auto run = [&](bool fused, int threads) {
+      set_num_threads(threads);
+      for (Tensor t : {x, h0, c0}) t.zero_grad();
+      layer.zero_grad();
+      auto [out, s] = layer.forward(x, {h0, c0}, fused);
+      add(sum(mul(out, R)), sum(mul(s.c, Rc))).backward();
+      std::vector<Tensor> r = {out, s.h, s.c, x.grad(), h0.grad(), c0.grad()};
+      for (const Tensor& p : layer.parameters()) r.push_back(p.grad());
+      return r;
+    };
+    const char* names[] = {"out", "h", "c", "dx", "dh0", "dc0", "dW_ih", "dW_hh", "db_ih", "db_hh"};
+    const std::vector<Tensor> steps = run(false, 1), one = run(true, 1);
+    for (size_t k = 0; k < steps.size(); ++k) {
+      const std::string report = compare_tensors(std::string("fused vs steps: ") + names[k], one[k], steps[k], 1e-5, 1e-6);
+      EXPECT_TRUE(report.empty()) << report;
+    }
+    for (int threads : {2, 3}) {
+      const std::vector<Tensor> many = run(true, threads);
+      for (size_t k = 0; k < one.size(); ++k)
+        EXPECT_EQ(mgtest::bits_of(many[k]), mgtest::bits_of(one[k])) << names[k] << " differs with " << threads << " threads";
+    }
+  }
+  set_num_threads(saved_threads);
 }
 
 TEST(Layers, LstmRejectsBadShapes) {

@@ -35,6 +35,24 @@ TEST(VecMath, ExpLogLog1pLogSigmoidAreAccurate) {
   EXPECT_FLOAT_EQ(mg::vsigmoid(100.0f), 1.0f);
 }
 
+TEST(VecMath, TanhIsAccurateEverywhere) {
+  // Relative error against double tanh, densely near 0 (where the two forms meet and where a naive
+  // 1 − 2/(e^{2x}+1) loses digits) and out to where tanh is ±1 in float.
+  double worst = 0, worst_at = 0;
+  auto check = [&](double x) {
+    const float f = static_cast<float>(x);
+    const double ref = std::tanh(double{f});
+    const double err = ref == 0 ? std::fabs(mg::vtanh(f)) : std::fabs(mg::vtanh(f) - ref) / std::fabs(ref);
+    if (err > worst) worst = err, worst_at = f;
+  };
+  for (double x = 1e-30; x < 50; x *= 1.0007) check(x), check(-x);
+  for (double x = 0.6; x < 0.65; x += 1e-6) check(x), check(-x);  // around the switch at 0.625
+  EXPECT_LT(worst, 2.5e-7) << "worst at x = " << worst_at;
+  EXPECT_EQ(mg::vtanh(0.0f), 0.0f);
+  EXPECT_EQ(mg::vtanh(100.0f), 1.0f);
+  EXPECT_EQ(mg::vtanh(-1e30f), -1.0f);
+}
+
 TEST(VecMath, RowMaxAndSumExpMatchScalarLoops) {
   std::vector<float> x(1003);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.37 * i) * 30);

@@ -89,9 +89,25 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0), N = R / s.K;
   const float scale = g / static_cast<float>(N);
   Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}) : Tensor();
-  Tensor d_W = s.need_W ? Tensor::zeros({V, E}) : Tensor();
-  Tensor d_b = s.need_b ? Tensor::zeros({V}) : Tensor();
-  if (s.need_ctx || s.need_W || s.need_b) {
+  // [d W^T; d b] [E+1,V] = [ctx, 1]^T dz in one GEMM. With dz as the right-hand operand the GEMM
+  // reads it in place (E+1 <= 256 rows is a single block of the left operand), where d W = dz^T ctx
+  // would first copy all of dz [R,V] (140 MB for small-mos) into packed panels; and the row of ones
+  // sums the columns of dz for d b without another pass over it. One transpose at the end gives d W.
+  const bool need_wb = s.need_W || s.need_b;
+  Tensor ctx1, d_Wb;
+  if (need_wb) {
+    ctx1 = Tensor::empty({R, E + 1});
+    float* c1 = ctx1.data();
+    const float* c = s.ctx.data();
+    parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        std::copy(c + r * E, c + (r + 1) * E, c1 + r * (E + 1));
+        c1[r * (E + 1) + E] = 1.0f;
+      }
+    });
+    d_Wb = Tensor::empty({E + 1, V});
+  }
+  if (s.need_ctx || need_wb) {
     Tensor logits = s.logits;  // a handle: the kept storage itself
     const bool kept = logits.defined();
     Tensor block = kept ? Tensor() : Tensor::empty({s.chunk_rows, V});
@@ -101,18 +117,15 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
       float* z = kept ? logits.data() + r0 * V : block.data();
       if (!kept) chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
       logits_to_grad(s, scale, r0, rows, V, z);
-      // d ctx = dz W;  d W += dz^T ctx;  d b += column sums of dz — chunks in a fixed order.
+      // d ctx = dz W;  [d W^T; d b] += [ctx, 1]^T dz — chunks in a fixed order.
       if (s.need_ctx) gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);
-      if (s.need_W) gemm(true, false, V, E, rows, 1.0f, z, V, s.ctx.data() + r0 * E, E, 1.0f, d_W.data(), E);
-      if (s.need_b) {
-        float* db = d_b.data();
-        parallel_for(V, 1024, [&](int64_t j0, int64_t j1) {
-          for (int64_t i = 0; i < rows; ++i)
-            for (int64_t j = j0; j < j1; ++j) db[j] += z[i * V + j];
-        });
-      }
+      if (need_wb)
+        gemm(true, false, E + 1, V, rows, 1.0f, ctx1.data() + r0 * (E + 1), E + 1, z, V, r0 == 0 ? 0.0f : 1.0f,
+             d_Wb.data(), V);
     }
   }
+  const Tensor d_W = s.need_W ? copy_contiguous(transpose(narrow(d_Wb, 0, 0, E), 0, 1)) : Tensor();
+  const Tensor d_b = s.need_b ? copy_contiguous(reshape(narrow(d_Wb, 0, E, 1), {V})) : Tensor();
   Tensor d_pi;
   if (s.need_pi) {
     d_pi = Tensor::empty({N, s.K});

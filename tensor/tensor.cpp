@@ -63,8 +63,8 @@ Tensor Tensor::uniform(const Shape& shape, float low, float high, Generator& gen
   const uint64_t first = gen.advance(static_cast<uint64_t>(n));
   float* out = t.data();
   parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      out[i] = low + (high - low) * philox_uniform(gen.seed, first + static_cast<uint64_t>(i));
+    philox_uniforms(gen.seed, first + static_cast<uint64_t>(begin), end - begin, out + begin);
+    for (int64_t i = begin; i < end; ++i) out[i] = low + (high - low) * out[i];
   });
   return t;
 }

@@ -87,6 +87,21 @@ TEST(Tensor, PrintingLikeNumpy) {
   EXPECT_EQ(Tensor::scalar(2).debug_string(), "tensor(2, shape=[])");
 }
 
+TEST(Philox, LanesMatchOneAtATime) {
+  // philox_uniforms computes eight blocks in SIMD lanes; every position must equal philox_uniform,
+  // for starts and lengths that are and are not multiples of the 32-number group, and near 2^32
+  // blocks (the counter's high word).
+  for (uint64_t first : {uint64_t{0}, uint64_t{1}, uint64_t{31}, uint64_t{32}, uint64_t{1000003},
+                         (uint64_t{1} << 34) - 37})
+    for (int64_t n : {0, 1, 5, 32, 33, 100, 1027}) {
+      std::vector<float> fast(static_cast<size_t>(n) + 1, -1.0f);
+      philox_uniforms(77, first, n, fast.data());
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(fast[i], philox_uniform(77, first + static_cast<uint64_t>(i))) << "first " << first << " i " << i;
+      EXPECT_EQ(fast[n], -1.0f) << "wrote past the end";
+    }
+}
+
 TEST(Philox, MatchesKnownAnswer) {
   // Known-answer test from the Random123 distribution (kat_vectors: philox4x32_10, all-ones input).
   const auto out = philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, 0xffffffffffffffffull);

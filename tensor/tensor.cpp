@@ -175,6 +175,21 @@ Tensor copy_contiguous(const Tensor& t) {
   if (n == 0) return out;
   const float* src = t.impl().storage->data;
   float* dst = out.data();
+  if (rank == 2 && t.strides()[0] == 1 && t.shape()[0] > 1) {
+    // A transposed matrix (the view's rows are the storage's columns). Row by row, each output row
+    // would read a whole column of the source, one cache line per element; 32 x 32 tiles read and
+    // write whole lines instead (the fused LSTM's W_hh^T and the head's d W are 0.6M-4M floats).
+    constexpr int64_t kTile = 32;
+    const int64_t R = t.shape()[0], C = t.shape()[1], ld = t.strides()[1];
+    const float* base = src + t.impl().offset;
+    parallel_for((R + kTile - 1) / kTile, 4, [&](int64_t b0, int64_t b1) {
+      for (int64_t i0 = b0 * kTile; i0 < std::min(R, b1 * kTile); i0 += kTile)
+        for (int64_t j0 = 0; j0 < C; j0 += kTile)
+          for (int64_t j = j0; j < std::min(C, j0 + kTile); ++j)
+            for (int64_t i = i0; i < std::min(R, i0 + kTile); ++i) dst[i * C + j] = base[j * ld + i];
+    });
+    return out;
+  }
   // Walk the output in row-major order; the innermost dim is copied with its own stride.
   const int64_t inner = rank ? t.shape()[rank - 1] : 1;
   const int64_t inner_stride = rank ? t.strides()[rank - 1] : 1;

@@ -47,6 +47,21 @@ TEST(Tensor, ViewsShareStorage) {
   EXPECT_EQ(c.to_vector(), (std::vector<float>{1, 4, 2, 50, 3, 6}));
 }
 
+TEST(Tensor, TransposedCopiesMatchElementByElement) {
+  // copy_contiguous copies a transposed matrix in 32 x 32 tiles: edges that are not whole tiles,
+  // views with an offset and a row stride wider than the row, against at() element by element.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {32, 32}, {33, 65}, {100, 47}}) {
+    const Tensor base = Tensor::arange((rows + 3) * (cols + 2));
+    const Tensor m = narrow(narrow(reshape(base, {cols + 2, rows + 3}), 0, 1, cols), 1, 2, rows);  // [cols,rows]
+    const Tensor t = transpose(m, 0, 1);  // [rows,cols], storage-column-major
+    const Tensor c = copy_contiguous(t);
+    ASSERT_TRUE(c.is_contiguous());
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        ASSERT_EQ(c.at({i, j}), m.at({j, i})) << rows << "x" << cols << " at " << i << "," << j;
+  }
+}
+
 TEST(Tensor, ReshapeInfersOneDim) {
   const Tensor t = Tensor::zeros({4, 6});
   EXPECT_EQ(reshape(t, {-1, 3}).shape(), (Shape{8, 3}));

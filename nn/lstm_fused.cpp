@@ -50,6 +50,56 @@ int team_size(int64_t B, int64_t H) {
   return static_cast<double>(B) * 4 * H * H >= kTeamMinWork ? num_threads() : 1;
 }
 
+// The gate pass of one batch row over n hidden units (Hochreiter & Schmidhuber 1997, with the
+// forget gate of Gers et al. 2000). z points at the row's pre-activations [4H], offset to the first
+// unit, gate block q at z + q*H; they are overwritten with the activations, which is all backward
+// needs. Plain loops over restrict pointers, so that the compiler vectorizes them.
+void gates_forward(int64_t n, int64_t H, float* __restrict z, const float* __restrict bias,
+                   const float* __restrict c_prev, float* __restrict c, float* __restrict h) {
+  float* __restrict zi = z;
+  float* __restrict zf = z + H;
+  float* __restrict zg = z + 2 * H;
+  float* __restrict zo = z + 3 * H;
+  const float* __restrict bi = bias;
+  const float* __restrict bf = bias + H;
+  const float* __restrict bg = bias + 2 * H;
+  const float* __restrict bo = bias + 3 * H;
+  for (int64_t j = 0; j < n; ++j) {
+    const float i = vsigmoid(zi[j] + bi[j]), f = vsigmoid(zf[j] + bf[j]);
+    const float g = vtanh(zg[j] + bg[j]), o = vsigmoid(zo[j] + bo[j]);
+    zi[j] = i, zf[j] = f, zg[j] = g, zo[j] = o;
+    const float cv = f * c_prev[j] + i * g;  // c_t = f ⊙ c_{t-1} + i ⊙ g
+    c[j] = cv;
+    h[j] = o * vtanh(cv);                    // h_t = o ⊙ tanh(c_t)
+  }
+}
+
+// Backward of gates_forward for one batch row over n units: from d h_t (dy from above plus dh from
+// step t+1) and d c_t (dc, overwritten with d c_{t-1}) to the pre-activation gradients dz [4H].
+void gates_backward(int64_t n, int64_t H, const float* __restrict act, const float* __restrict c,
+                    const float* __restrict c_prev, const float* __restrict dy, const float* __restrict dh,
+                    float* __restrict dc, float* __restrict dz) {
+  const float* __restrict ai = act;
+  const float* __restrict af = act + H;
+  const float* __restrict ag = act + 2 * H;
+  const float* __restrict ao = act + 3 * H;
+  float* __restrict di = dz;
+  float* __restrict df = dz + H;
+  float* __restrict dg = dz + 2 * H;
+  float* __restrict d_o = dz + 3 * H;
+  for (int64_t j = 0; j < n; ++j) {
+    const float i = ai[j], f = af[j], g = ag[j], o = ao[j];
+    const float tc = vtanh(c[j]);
+    const float dh_t = dy[j] + dh[j];
+    const float dc_t = dc[j] + dh_t * o * (1 - tc * tc);
+    di[j] = dc_t * g * i * (1 - i);           // σ' = σ(1 - σ)
+    df[j] = dc_t * c_prev[j] * f * (1 - f);
+    dg[j] = dc_t * i * (1 - g * g);           // tanh' = 1 - tanh²
+    d_o[j] = dh_t * tc * o * (1 - o);
+    dc[j] = dc_t * f;                         // d c_{t-1}
+  }
+}
+
 struct Saved {
   Tensor x, h0, c0, w_ih, w_hh;  // inputs (detached)
   Tensor acts;                   // [T*B,4H] post-activation i, f, g, o of every step
@@ -78,22 +128,9 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const
       const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
       const float* dy = grad_y.data() + t * B * H;
       float* dg = d_gates.data() + t * B * G;
-      for (int64_t b = 0; b < B; ++b) {
-        const float* ab = act + b * G;
-        float* db = dg + b * G;
-        const int64_t k0 = b * H;
-        for (int64_t j = u0; j < u1; ++j) {
-          const float i = ab[j], f = ab[H + j], g = ab[2 * H + j], o = ab[3 * H + j];
-          const float tc = vtanh(c[k0 + j]);
-          const float dh_t = dy[k0 + j] + dhp[k0 + j];
-          const float dc_t = dcp[k0 + j] + dh_t * o * (1 - tc * tc);
-          db[j] = dc_t * g * i * (1 - i);                    // d i_pre
-          db[H + j] = dc_t * c_prev[k0 + j] * f * (1 - f);   // d f_pre
-          db[2 * H + j] = dc_t * i * (1 - g * g);            // d g_pre
-          db[3 * H + j] = dh_t * tc * o * (1 - o);           // d o_pre
-          dcp[k0 + j] = dc_t * f;                            // d c_{t-1}
-        }
-      }
+      for (int64_t b = 0; b < B; ++b)
+        gates_backward(u1 - u0, H, act + b * G + u0, c + b * H + u0, c_prev + b * H + u0, dy + b * H + u0,
+                       dhp + b * H + u0, dcp + b * H + u0, dg + b * G + u0);
       barrier();
       // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1]; W_hh [4H,H] is read in place.
       if (u1 > u0 && (t > 0 || need[1]))
@@ -162,19 +199,9 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
         for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
           gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H, w_hh_t.data() + q * H + u0, G, 1.0f,
                gates + q * H + u0, G);
-      for (int64_t b = 0; b < B; ++b) {
-        float* gr = gates + b * G;
-        const int64_t k0 = b * H;
-        for (int64_t j = u0; j < u1; ++j) {
-          // Overwrite the pre-activations with the activations: backward needs only those.
-          const float i = vsigmoid(gr[j] + bsum[j]), f = vsigmoid(gr[H + j] + bsum[H + j]);
-          const float g = vtanh(gr[2 * H + j] + bsum[2 * H + j]), o = vsigmoid(gr[3 * H + j] + bsum[3 * H + j]);
-          gr[j] = i, gr[H + j] = f, gr[2 * H + j] = g, gr[3 * H + j] = o;
-          const float cv = f * c_prev[k0 + j] + i * g;
-          c[k0 + j] = cv;
-          h[k0 + j] = o * vtanh(cv);
-        }
-      }
+      for (int64_t b = 0; b < B; ++b)
+        gates_forward(u1 - u0, H, gates + b * G + u0, bsum + u0, c_prev + b * H + u0, c + b * H + u0,
+                      h + b * H + u0);
       barrier();
     }
   });

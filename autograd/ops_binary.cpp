@@ -41,8 +41,24 @@ Tensor broadcast_binary(const std::string& op, const Tensor& a_in, const Tensor&
                      oa += i * sa[d];
                      ob += i * sb[d];
                    }
+                   const F fn = f;
                    float* orow = o + r * inner;
-                   for (int64_t i = 0; i < inner; ++i) orow[i] = f(pa[oa + i * ia], pb[ob + i * ib]);
+                   const float* ar = pa + oa;
+                   const float* br = pb + ob;
+                   const int64_t n = inner;
+                   // The common cases as their own loops, so each vectorizes: both rows
+                   // contiguous, or one of them a single broadcast value.
+                   if (ia == 1 && ib == 1) {
+                     for (int64_t i = 0; i < n; ++i) orow[i] = fn(ar[i], br[i]);
+                   } else if (ia == 1 && ib == 0) {
+                     const float y = br[0];
+                     for (int64_t i = 0; i < n; ++i) orow[i] = fn(ar[i], y);
+                   } else if (ia == 0 && ib == 1) {
+                     const float x = ar[0];
+                     for (int64_t i = 0; i < n; ++i) orow[i] = fn(x, br[i]);
+                   } else {
+                     for (int64_t i = 0; i < n; ++i) orow[i] = fn(ar[i * ia], br[i * ib]);
+                   }
                  }
                });
   return out;

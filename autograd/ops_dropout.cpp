@@ -18,7 +18,9 @@ Tensor dropout_mask(const Shape& shape, float p, Generator& gen) {
   // depend on how the work is split.
   parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
     philox_uniforms(seed, first + static_cast<uint64_t>(b), e - b, m + b);
-    for (int64_t i = b; i < e; ++i) m[i] = m[i] >= p ? keep_scale : 0.0f;
+    const float drop_p = p, keep = keep_scale;  // locals: see autograd/kernels.h
+    float* mb = m;
+    for (int64_t i = b; i < e; ++i) mb[i] = mb[i] >= drop_p ? keep : 0.0f;
   });
   return mask;
 }

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/kernels.h"
 #include "autograd/ops.h"
 
 namespace mg {
@@ -31,18 +32,31 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
   return order;
 }
 
+// True when nothing but this handle can see t's numbers: its own storage, whole and contiguous, and
+// no other handle to it (a backward may return one tensor for two inputs, as add does).
+bool sole_owner(const Tensor& t) {
+  const TensorImpl& impl = t.impl();
+  return t.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && impl.offset == 0 &&
+         t.is_contiguous() && static_cast<size_t>(t.numel()) == impl.storage->size && !impl.grad_fn;
+}
+
 void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad) {
   TensorImpl& impl = leaf.impl();
   if (!impl.grad) {
-    // Own a fresh contiguous copy: `grad` may be a view of another node's gradient.
-    impl.grad = copy_contiguous(grad).impl_ptr();
+    // The leaf must own its gradient: `grad` may be a view of another node's gradient, or shared.
+    // A gradient nobody else holds is adopted as is (a weight's gradient is millions of floats).
+    impl.grad = sole_owner(grad) ? grad.impl_ptr() : copy_contiguous(grad).impl_ptr();
     return;
   }
   Tensor acc(impl.grad);
   Tensor g = grad.is_contiguous() ? grad : copy_contiguous(grad);
   float* a = acc.data();
   const float* b = g.data();
-  for (int64_t i = 0, n = acc.numel(); i < n; ++i) a[i] += b[i];
+  parallel_for(acc.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {
+    float* __restrict to = a;
+    const float* __restrict from = b;
+    for (int64_t i = i0; i < i1; ++i) to[i] += from[i];
+  });
 }
 
 }  // namespace

@@ -32,6 +32,23 @@ TEST(Autograd, GradientsAccumulateUntilZeroGrad) {
   EXPECT_FLOAT_EQ(w.grad().item(), 4.0f);
 }
 
+TEST(Autograd, LeavesNeverShareAGradient) {
+  // A leaf adopts a gradient tensor only when nothing else holds it. add's backward hands the same
+  // tensor to both inputs, so each leaf must get its own copy: writing one must not change the other.
+  Tensor a = Tensor::from_vector({1, 2, 3}, {3}).requires_grad_();
+  Tensor b = Tensor::from_vector({4, 5, 6}, {3}).requires_grad_();
+  sum(add(a, b)).backward();
+  a.grad().data()[0] = 100.0f;
+  EXPECT_EQ(b.grad().to_vector(), (std::vector<float>{1, 1, 1}));
+  EXPECT_NE(a.grad().impl().storage, b.grad().impl().storage);
+  // An adopted gradient (the matmul's fresh one) still accumulates on the next backward.
+  Tensor w = Tensor::from_vector({1, 2, 3, 4}, {2, 2}).requires_grad_();
+  const Tensor x = Tensor::from_vector({1, 1}, {1, 2});
+  sum(matmul(x, w)).backward();
+  sum(matmul(x, w)).backward();
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{2, 2, 2, 2}));
+}
+
 TEST(Autograd, NoGradRecordsNothing) {
   Tensor w = Tensor::ones({2}).requires_grad_();
   {

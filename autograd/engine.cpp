@@ -37,15 +37,19 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
 bool sole_owner(const Tensor& t) {
   const TensorImpl& impl = t.impl();
   return t.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && impl.offset == 0 &&
-         t.is_contiguous() && static_cast<size_t>(t.numel()) == impl.storage->size && !impl.grad_fn;
+         t.is_contiguous() && static_cast<size_t>(t.numel()) == impl.storage->size && !impl.grad_fn &&
+         !impl.requires_grad && !impl.grad;
 }
 
-void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad) {
+// may_adopt: grad was just returned by a backward function, so the engine's vector holds the only
+// handle when sole_owner() says so. Not for the gradient a caller passed to backward(): their
+// variable is a single handle too, and it must not become the leaf's gradient.
+void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad, bool may_adopt) {
   TensorImpl& impl = leaf.impl();
   if (!impl.grad) {
     // The leaf must own its gradient: `grad` may be a view of another node's gradient, or shared.
     // A gradient nobody else holds is adopted as is (a weight's gradient is millions of floats).
-    impl.grad = sole_owner(grad) ? grad.impl_ptr() : copy_contiguous(grad).impl_ptr();
+    impl.grad = may_adopt && sole_owner(grad) ? grad.impl_ptr() : copy_contiguous(grad).impl_ptr();
     return;
   }
   Tensor acc(impl.grad);
@@ -67,7 +71,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
         "backward: this tensor does not require grad — nothing that requires grad was used to "
         "compute it, or it was computed inside a NoGradGuard");
   if (root.is_leaf()) {
-    accumulate_into_leaf(root, grad_output);
+    accumulate_into_leaf(root, grad_output, /*may_adopt=*/false);
     return;
   }
   const std::vector<std::shared_ptr<Node>> order = topological_order(root.grad_fn());
@@ -96,7 +100,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
                                " does not match input " + std::to_string(i) + " of shape " +
                                shape_str(in.shape()));
       if (in.is_leaf()) {
-        accumulate_into_leaf(in, g);
+        accumulate_into_leaf(in, g, /*may_adopt=*/true);
       } else {
         Tensor& slot = pending[in.grad_fn().get()];
         slot = slot.defined() ? add(slot, g) : g;

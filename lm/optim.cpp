@@ -165,7 +165,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       if (!g.defined()) continue;
       float* d = g.data();
       parallel_for(g.numel(), 1 << 15, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) d[i] *= scale;
+        const float k = scale;  // a local: see autograd/kernels.h
+        for (int64_t i = i0; i < i1; ++i) d[i] *= k;
       });
     }
   }

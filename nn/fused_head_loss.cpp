@@ -27,9 +27,10 @@ namespace mg {
 
 namespace {
 
-// Streamed chunks hold about this many logits (32 MB). Larger chunks make d W += dz^T ctx one GEMM
-// with a deep k (chunk rows) instead of many shallow ones that re-read and re-write all of d W
-// [V,E]: at 128 rows that cost small-mos 6% of its step in packing and cache misses.
+// Streamed chunks hold about this many logits (32 MB). Larger chunks make the weight gradient
+// ([d W^T; d b] += [ctx, 1]^T dz, see fused_backward) one GEMM with a deep k (chunk rows) instead of
+// many shallow ones that re-read and re-write all of it: at 128 rows that cost small-mos 6% of its
+// step in packing and cache misses.
 constexpr int64_t kStreamChunkFloats = int64_t{8} << 20;
 int64_t g_stream_chunk_rows = 0;  // 0: kStreamChunkFloats / V; tests force small chunks
 // Logits up to this many floats (256 MB) are kept for backward instead of recomputed: the recompute
@@ -90,7 +91,8 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   const float scale = g / static_cast<float>(N);
   Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}) : Tensor();
   // [d W^T; d b] [E+1,V] = [ctx, 1]^T dz in one GEMM. With dz as the right-hand operand the GEMM
-  // reads it in place (E+1 <= 256 rows is a single block of the left operand), where d W = dz^T ctx
+  // reads it in place when E+1 rows fit one block of the left operand (mc: 256 rows for the AVX-512
+  // kernel, 168 for AVX2; larger E packs dz as before), where d W = dz^T ctx
   // would first copy all of dz [R,V] (140 MB for small-mos) into packed panels; and the row of ones
   // sums the columns of dz for d b without another pass over it. One transpose at the end gives d W.
   const bool need_wb = s.need_W || s.need_b;

@@ -1,10 +1,14 @@
 // The fused LSTM: the whole sequence is one autograd node.
 //
-// Forward: one GEMM for all input projections [T*B,in]x[in,4H], then per step one small GEMM
+// Forward: one GEMM for all input projections [T*B,in]x[in,4H], then per step the product
 // h_{t-1} W_hh^T accumulated into the gates, and the gate nonlinearities + cell update in a single
 // vectorized pass. The steps run inside one OpenMP team with a barrier per step (parallel_team),
-// not a parallel region per step: at B = 10-20 a step is only tens of microseconds of work. Backward (BPTT in one pass, t = T-1 .. 0) turns d h_t, d c_T into the pre-activation gate
-// gradients dG_t; the weight gradients are then two big GEMMs over all steps at once.
+// not a parallel region per step: at B = 10-20 a step is only tens of microseconds of work. Each
+// thread owns a slice of hidden units and computes the per-step product for its columns of the
+// four gate blocks (four single-threaded GEMM calls).
+// Backward (BPTT in one pass, t = T-1 .. 0) turns d h_t, d c_T into the pre-activation gate
+// gradients dG_t, in the same kind of team; the weight gradients are then two big GEMMs over all
+// steps at once.
 //
 // One node has one output, so the op returns a packed tensor Y [T+1,B,H]: rows 0..T-1 are h_1..h_T
 // (the layer output; h_T is also the final hidden state) and row T is c_T. lstm_fused() hands out

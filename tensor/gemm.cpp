@@ -250,8 +250,8 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
   }
 }
 
-// Thread t of T takes a slab of C: a range of rows when M >= N, else a range of columns (the LSTM
-// step, M = batch = 20, splits its 1600 columns), cut on register-tile boundaries. Splitting the
+// Thread t of T takes a slab of C: a range of rows when M >= N, else a range of columns (e.g. the
+// head's [d W^T; d b], M = E+1 = 201 rows by V = 10000 columns), cut on register-tile boundaries. Splitting the
 // longer side keeps the duplicated work small: each thread packs all of the other operand's
 // panels, a cost proportional to T / max(M, N) of the multiply. k is never split (no reduction
 // across threads), and the kc blocking depends on K alone, so the result does not depend on T.

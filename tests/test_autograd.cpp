@@ -47,6 +47,14 @@ TEST(Autograd, LeavesNeverShareAGradient) {
   sum(matmul(x, w)).backward();
   sum(matmul(x, w)).backward();
   EXPECT_EQ(w.grad().to_vector(), (std::vector<float>{2, 2, 2, 2}));
+  // backward() on a leaf with the caller's own gradient tensor: the leaf gets a copy, never the
+  // caller's tensor (a second call must not double the caller's numbers).
+  Tensor leaf = Tensor::from_vector({1, 2}, {2}).requires_grad_();
+  const Tensor seed = Tensor::from_vector({3, 4}, {2});
+  leaf.backward(seed);
+  leaf.backward(seed);
+  EXPECT_EQ(seed.to_vector(), (std::vector<float>{3, 4}));
+  EXPECT_EQ(leaf.grad().to_vector(), (std::vector<float>{6, 8}));
 }
 
 TEST(Autograd, NoGradRecordsNothing) {

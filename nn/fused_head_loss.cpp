@@ -92,9 +92,9 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}) : Tensor();
   // [d W^T; d b] [E+1,V] = [ctx, 1]^T dz in one GEMM. With dz as the right-hand operand the GEMM
   // reads it in place when E+1 rows fit one block of the left operand (mc: 256 rows for the AVX-512
-  // kernel, 168 for AVX2; larger E packs dz as before), where d W = dz^T ctx
-  // would first copy all of dz [R,V] (140 MB for small-mos) into packed panels; and the row of ones
-  // sums the columns of dz for d b without another pass over it. One transpose at the end gives d W.
+  // kernel, 168 for AVX2; a larger E packs dz), where d W = dz^T ctx would first copy all of dz
+  // [R,V] (140 MB for small-mos) into packed panels. The column of ones sums the columns of dz for
+  // d b without another pass over it. One transpose at the end gives d W.
   const bool need_wb = s.need_W || s.need_b;
   Tensor ctx1, d_Wb;
   if (need_wb) {

@@ -46,6 +46,18 @@ std::string raw_file(const std::string& header, const std::string& data, int64_t
   return out + h + data;
 }
 
+// The file holds exactly these tensors (names, order, shapes, bits) and this metadata.
+void expect_same_contents(const mg::SafetensorsFile& f, const mg::NamedTensors& tensors,
+                          const std::map<std::string, std::string>& meta) {
+  EXPECT_EQ(f.metadata, meta);
+  ASSERT_EQ(f.tensors.size(), tensors.size());
+  for (size_t k = 0; k < tensors.size(); ++k) {
+    EXPECT_EQ(f.tensors[k].first, tensors[k].first);
+    EXPECT_EQ(f.tensors[k].second.shape(), tensors[k].second.shape()) << tensors[k].first;
+    EXPECT_EQ(bits_of(f.tensors[k].second), bits_of(tensors[k].second)) << tensors[k].first;
+  }
+}
+
 }  // namespace
 
 TEST(Safetensors, RoundTripIsBitExact) {
@@ -67,13 +79,7 @@ TEST(Safetensors, RoundTripIsBitExact) {
   EXPECT_FALSE(fs::exists(path + ".tmp"));
 
   const mg::SafetensorsFile f = mg::load_safetensors(path);
-  EXPECT_EQ(f.metadata, meta);
-  ASSERT_EQ(f.tensors.size(), tensors.size());
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    EXPECT_EQ(f.tensors[k].first, tensors[k].first);
-    EXPECT_EQ(f.tensors[k].second.shape(), tensors[k].second.shape()) << tensors[k].first;
-    EXPECT_EQ(bits_of(f.tensors[k].second), bits_of(tensors[k].second)) << tensors[k].first;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_same_contents(f, tensors, meta));
   EXPECT_EQ(f.tensors[4].second.to_vector(), (std::vector<float>{1, 4, 2, 5, 3, 6}));
 
   // The data section starts 8-byte aligned.
@@ -141,13 +147,7 @@ TEST(Safetensors, MatchesPyTorchFixture) {
 
   // Reading PyTorch's file.
   const mg::SafetensorsFile f = mg::load_safetensors(fixture);
-  EXPECT_EQ(f.metadata, meta);
-  ASSERT_EQ(f.tensors.size(), tensors.size());
-  for (size_t k = 0; k < tensors.size(); ++k) {
-    EXPECT_EQ(f.tensors[k].first, tensors[k].first);
-    EXPECT_EQ(f.tensors[k].second.shape(), tensors[k].second.shape()) << tensors[k].first;
-    EXPECT_EQ(bits_of(f.tensors[k].second), bits_of(tensors[k].second)) << tensors[k].first;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_same_contents(f, tensors, meta));
 
   // Writing the same tensors gives the same bytes.
   TempDir dir;

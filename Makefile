@@ -12,7 +12,8 @@
 CXX      ?= g++
 MODE     ?= release
 ARCH     ?= -march=native
-BUILD    := build/$(MODE)
+# A CUDA build compiles every file with -DMOSGRAD_CUDA, so it gets its own folder (build/release-cuda).
+BUILD    := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 WARN     := -Wall -Wextra
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
@@ -41,12 +42,20 @@ LIB       := $(BUILD)/libmosgrad.a
 TESTS     := $(BUILD)/run_tests
 MOSGRAD   := $(BUILD)/mosgrad
 
+# CUDA=1: the cuda/ backend (nvcc, cuBLAS). CUDA_ARCH picks the GPU generation (90: H100).
+CUDA_HOME ?= /usr/local/cuda
+NVCC      ?= $(CUDA_HOME)/bin/nvcc
+CUDA_ARCH ?= 90
 ifeq ($(CUDA),1)
-  NVCC      ?= /usr/local/cuda/bin/nvcc
   CUDA_SRCS := $(wildcard cuda/*.cu)
   LIB_OBJS  += $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
-  CXXFLAGS  += -DMOSGRAD_CUDA
-  LDFLAGS   += -L/usr/local/cuda/lib64 -lcudart -lcublas
+  CXXFLAGS  += -DMOSGRAD_CUDA -isystem $(CUDA_HOME)/include
+  LDFLAGS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
+  NVCCFLAGS := -std=c++17 -O3 -I. -DMOSGRAD_CUDA -MMD -MP -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+               -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) -Xcompiler -Wall,-Wextra
+  ifneq ($(MODE),release)
+    NVCCFLAGS += -g -lineinfo
+  endif
 endif
 
 .PHONY: all test debug asan bench clean data run
@@ -58,7 +67,7 @@ $(BUILD)/%.o: %.cpp
 
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) -std=c++17 -O3 -I. -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
@@ -81,8 +90,8 @@ bench:
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 test:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
-	./build/release/run_tests $(GTEST_FLAGS)
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(BUILD)/run_tests
+	./$(BUILD)/run_tests $(GTEST_FLAGS)
 
 debug:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)

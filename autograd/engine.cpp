@@ -54,6 +54,11 @@ void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad, bool may_adopt
   }
   Tensor acc(impl.grad);
   Tensor g = grad.is_contiguous() ? grad : copy_contiguous(grad);
+  check_same_device("backward: accumulating a gradient into '" + leaf.name() + "'", {acc, g});
+  if (acc.is_cuda()) {
+    cuda_accumulate(acc.data_ptr(), g.data_ptr(), acc.numel());
+    return;
+  }
   float* a = acc.data();
   const float* b = g.data();
   parallel_for(acc.numel(), kElementwiseGrain, [&](int64_t i0, int64_t i1) {

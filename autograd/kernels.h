@@ -2,6 +2,7 @@
 // and the [outer, n, inner] split that lets one kernel reduce over any dimension.
 #pragma once
 
+#include "autograd/kernels_cuda.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
@@ -45,6 +46,18 @@ Tensor map_binary(const Tensor& a_in, const Tensor& b_in, F f) {
     for (int64_t i = begin; i < end; ++i) o[i] = fn(pa[i], pb[i]);
   });
   return out;
+}
+
+// The two maps on either device: the CPU lambda `f`, or the same function `fn` as a CUDA kernel
+// (cuda/ops_elementwise.cu) when the input lives on the GPU.
+template <typename F>
+Tensor map_unary_on(CudaUnary fn, const Tensor& x, F f, float scalar = 0.0f) {
+  return x.is_cuda() ? cuda_map_unary(fn, x, scalar) : map_unary(x, f);
+}
+template <typename F>
+Tensor map_binary_on(CudaBinary fn, const Tensor& a, const Tensor& b, F f) {
+  if (a.is_cuda() || b.is_cuda()) return cuda_map_binary("map_binary", fn, a, b);
+  return map_binary(a, b, f);
 }
 
 // A contiguous tensor seen as [outer, n, inner] around dimension `dim` (n = size of dim): every

@@ -85,6 +85,7 @@ Tensor nll_loss(const Tensor& logp, const std::vector<int64_t>& target);
 // ---- dropout masks (ops_dropout.cpp) ----
 // A mask of 0 and 1/(1-p) (inverted dropout: expected value 1), drawn from `gen`. Apply it with
 // mul(x, mask); a mask of shape [1,B,H] on x [T,B,H] is locked (variational) dropout.
-Tensor dropout_mask(const Shape& shape, float p, Generator& gen);
+// On the GPU (device CUDA) the mask is bit for bit the CPU's.
+Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device = Device::CPU);
 
 }  // namespace mg

@@ -10,8 +10,11 @@ namespace mg {
 namespace {
 
 // out = f(a, b) over the broadcast shape of a and b.
+// On the GPU the same function runs as the kernel `fn` (cuda/ops_elementwise.cu).
 template <typename F>
-Tensor broadcast_binary(const std::string& op, const Tensor& a_in, const Tensor& b_in, F f) {
+Tensor broadcast_binary(const std::string& op, CudaBinary fn, const Tensor& a_in, const Tensor& b_in, F f) {
+  check_same_device(op, {a_in, b_in});
+  if (a_in.is_cuda()) return cuda_map_binary(op, fn, a_in, b_in);
   if (a_in.shape() == b_in.shape()) return map_binary(a_in, b_in, f);
   const Shape out_shape = broadcast_shapes(op, a_in.shape(), b_in.shape());
   const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
@@ -80,7 +83,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("add", a, b, [](float x, float y) { return x + y; });
+  Tensor out = broadcast_binary("add", CudaBinary::Add, a, b, [](float x, float y) { return x + y; });
   const Shape sa = a.shape(), sb = b.shape();
   return record("add", out, {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -88,7 +91,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("sub", a, b, [](float x, float y) { return x - y; });
+  Tensor out = broadcast_binary("sub", CudaBinary::Sub, a, b, [](float x, float y) { return x - y; });
   const Shape sa = a.shape(), sb = b.shape();
   return record("sub", out, {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -96,7 +99,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("mul", a, b, [](float x, float y) { return x * y; });
+  Tensor out = broadcast_binary("mul", CudaBinary::Mul, a, b, [](float x, float y) { return x * y; });
   return record("mul", out, {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
                                      rb = b.requires_grad()](const Tensor& g) {
     // d(a*b)/da = b, d(a*b)/db = a
@@ -106,7 +109,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("div", a, b, [](float x, float y) { return x / y; });
+  Tensor out = broadcast_binary("div", CudaBinary::Div, a, b, [](float x, float y) { return x / y; });
   return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
                                      rb = b.requires_grad()](const Tensor& g) {
     // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
@@ -116,18 +119,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary(a, [s](float x) { return x + s; });
+  Tensor out = map_unary_on(CudaUnary::AddScalar, a, [s](float x) { return x + s; }, s);
   return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor mul_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary(a, [s](float x) { return x * s; });
+  Tensor out = map_unary_on(CudaUnary::MulScalar, a, [s](float x) { return x * s; }, s);
   return record("mul_scalar", out, {a},
                 [s](const Tensor& g) { return std::vector<Tensor>{mul_scalar(g, s)}; });
 }
 
 Tensor neg(const Tensor& a) {
-  Tensor out = map_unary(a, [](float x) { return -x; });
+  Tensor out = map_unary_on(CudaUnary::Neg, a, [](float x) { return -x; });
   return record("neg", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 

@@ -5,12 +5,16 @@
 
 namespace mg {
 
-Tensor dropout_mask(const Shape& shape, float p, Generator& gen) {
+Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) {
   if (!(p >= 0.0f && p < 1.0f))
     throw std::invalid_argument("dropout_mask: p must be in [0, 1), got " + std::to_string(p));
-  Tensor mask = Tensor::empty(shape);
+  Tensor mask = Tensor::empty(shape, device);
   const int64_t n = mask.numel();
   const uint64_t first = gen.advance(static_cast<uint64_t>(n));
+  if (device == Device::CUDA) {  // the same positions of the same Philox stream: the same mask
+    cuda_dropout_mask(gen.seed, first, n, p, mask.data_ptr());
+    return mask;
+  }
   const float keep_scale = 1.0f / (1.0f - p);
   float* m = mask.data();
   const uint64_t seed = gen.seed;

@@ -1,6 +1,8 @@
 // Row lookup (embedding) and per-row element lookup (reading target log-probs). Their backward is a
 // scatter-add, done column-parallel so each output element is summed in index order by one thread.
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
@@ -14,6 +16,32 @@ void check_indices(const std::string& op, const std::vector<int64_t>& index, int
       throw ShapeError(op + ": index " + std::to_string(index[i]) + " at position " + std::to_string(i) +
                        " is out of range [0, " + std::to_string(limit) + ") for " + shape_str(shape));
 }
+
+// The GPU path of index_select. Backward without atomics: the positions are sorted by row on the
+// host (stable, so each row still adds its contributions in index order, like the CPU), and one
+// GPU block owns each distinct row (cuda/ops_index.cu).
+Tensor index_select_cuda(const Tensor& table_in, const Tensor& table, const std::vector<int64_t>& index) {
+  const int64_t n = static_cast<int64_t>(index.size()), C = table.size(1);
+  Tensor out = Tensor::empty({n, C}, Device::CUDA);
+  auto ids = std::make_shared<DeviceIndices>(index);
+  cuda_index_select(table.data_ptr(), C, ids->get(), n, out.data_ptr());
+  const Shape shape = table.shape();
+  return record("index_select", out, {table_in}, [shape, index, ids](const Tensor& g_in) {
+    const Tensor g = contiguous_data(g_in);
+    std::vector<int64_t> order(index.size()), starts;
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return index[a] < index[b]; });
+    for (size_t k = 0; k < order.size(); ++k)
+      if (k == 0 || index[order[k]] != index[order[k - 1]]) starts.push_back(static_cast<int64_t>(k));
+    const int64_t U = static_cast<int64_t>(starts.size());
+    starts.push_back(static_cast<int64_t>(order.size()));
+    const DeviceIndices d_order(order), d_starts(starts);
+    Tensor grad = Tensor::zeros(shape, Device::CUDA);
+    cuda_index_add(g.data_ptr(), shape[1], ids->get(), d_order.get(), d_starts.get(), U, grad.data_ptr());
+    return std::vector<Tensor>{grad};
+  });
+}
+
 }  // namespace
 
 Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
@@ -21,6 +49,7 @@ Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
   check_indices("index_select", index, table_in.size(0), table_in.shape());
   const Tensor table = contiguous_data(table_in);
   const int64_t n = static_cast<int64_t>(index.size()), C = table.size(1);
+  if (table.is_cuda()) return index_select_cuda(table_in, table, index);
   Tensor out = Tensor::empty({n, C});
   parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) std::memcpy(out.data() + i * C, table.data() + index[i] * C, sizeof(float) * C);
@@ -48,6 +77,18 @@ Tensor gather_rows(const Tensor& x_in, const std::vector<int64_t>& index) {
   check_indices("gather_rows", index, x_in.size(1), x_in.shape());
   const Tensor x = contiguous_data(x_in);
   const int64_t N = x.size(0), C = x.size(1);
+  if (x.is_cuda()) {
+    auto ids = std::make_shared<DeviceIndices>(index);
+    Tensor out = Tensor::empty({N}, Device::CUDA);
+    cuda_gather_rows(x.data_ptr(), N, C, ids->get(), out.data_ptr());
+    const Shape shape = x.shape();
+    return record("gather_rows", out, {x_in}, [shape, ids](const Tensor& g_in) {
+      const Tensor g = contiguous_data(g_in);
+      Tensor grad = Tensor::zeros(shape, Device::CUDA);
+      cuda_scatter_rows(g.data_ptr(), 1.0f, shape[0], shape[1], ids->get(), grad.data_ptr());
+      return std::vector<Tensor>{grad};
+    });
+  }
   Tensor out = Tensor::empty({N});
   for (int64_t i = 0; i < N; ++i) out.data()[i] = x.data()[i * C + index[i]];
   const Shape shape = x.shape();

@@ -1,4 +1,6 @@
 // Negative log-likelihood of targets under log-probabilities: the language-model loss.
+#include <memory>
+
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
 
@@ -16,6 +18,20 @@ Tensor nll_loss(const Tensor& logp_in, const std::vector<int64_t>& target) {
       throw ShapeError("nll_loss: target " + std::to_string(target[i]) + " at row " + std::to_string(i) +
                        " is outside the vocabulary [0, " + std::to_string(V) + ")");
   const Tensor logp = contiguous_data(logp_in);
+  if (logp.is_cuda()) {
+    // The target log-probs gathered on the GPU, summed there in a fixed order (cuda/ops_index.cu).
+    auto ids = std::make_shared<DeviceIndices>(target);
+    Tensor picked = Tensor::empty({N}, Device::CUDA);
+    cuda_gather_rows(logp.data_ptr(), N, V, ids->get(), picked.data_ptr());
+    Tensor out = Tensor::empty({}, Device::CUDA);
+    cuda_sum_all(picked.data_ptr(), N, out.data_ptr());
+    out = map_unary_on(CudaUnary::MulScalar, out, [](float v) { return v; }, -1.0f / static_cast<float>(N));
+    return record("nll_loss", out, {logp_in}, [N, V, ids](const Tensor& g) {
+      Tensor grad = Tensor::zeros({N, V}, Device::CUDA);
+      cuda_scatter_rows(nullptr, -g.item() / static_cast<float>(N), N, V, ids->get(), grad.data_ptr());
+      return std::vector<Tensor>{grad};
+    });
+  }
   double total = 0;
   for (int64_t i = 0; i < N; ++i) total -= logp.data()[i * V + target[i]];
   Tensor out = Tensor::scalar(static_cast<float>(total / N));

@@ -33,9 +33,13 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   const int64_t M = a_in.size(ta ? 1 : 0), K = a_in.size(ta ? 0 : 1);
   const int64_t K2 = b_in.size(tb ? 1 : 0), N = b_in.size(tb ? 0 : 1);
   if (K != K2) throw ShapeError("matmul: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
+  check_same_device("matmul", {a_in, b_in});
   const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
-  Tensor out = Tensor::empty({M, N});
-  gemm(ta, tb, M, N, K, 1.0f, a.data(), a.size(1), b.data(), b.size(1), 0.0f, out.data(), N);
+  Tensor out = Tensor::empty({M, N}, a.device());
+  if (a.is_cuda())  // cuBLAS, same contract (cuda/runtime.cu)
+    cuda_gemm(ta, tb, M, N, K, 1.0f, a.data_ptr(), a.size(1), b.data_ptr(), b.size(1), 0.0f, out.data_ptr(), N);
+  else
+    gemm(ta, tb, M, N, K, 1.0f, a.data(), a.size(1), b.data(), b.size(1), 0.0f, out.data(), N);
   return record("matmul", out, {a_in, b_in},
                 [a = a.detach(), b = b.detach(), ta, tb, ra = a_in.requires_grad(),
                  rb = b_in.requires_grad()](const Tensor& g) {
@@ -50,12 +54,17 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   const int64_t M = a_in.size(ta ? 2 : 1), K = a_in.size(ta ? 1 : 2);
   const int64_t K2 = b_in.size(tb ? 2 : 1), N = b_in.size(tb ? 1 : 2);
   if (K != K2) throw ShapeError("bmm: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
+  check_same_device("bmm", {a_in, b_in});
   const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
-  Tensor out = Tensor::empty({G, M, N});
+  Tensor out = Tensor::empty({G, M, N}, a.device());
   const int64_t sa = a.size(1) * a.size(2), sb = b.size(1) * b.size(2);
-  for (int64_t g = 0; g < G; ++g)
-    gemm(ta, tb, M, N, K, 1.0f, a.data() + g * sa, a.size(2), b.data() + g * sb, b.size(2), 0.0f,
-         out.data() + g * M * N, N);
+  if (a.is_cuda())
+    cuda_gemm_batched(ta, tb, G, M, N, K, 1.0f, a.data_ptr(), a.size(2), sa, b.data_ptr(), b.size(2), sb, 0.0f,
+                      out.data_ptr(), N, M * N);
+  else
+    for (int64_t g = 0; g < G; ++g)
+      gemm(ta, tb, M, N, K, 1.0f, a.data() + g * sa, a.size(2), b.data() + g * sb, b.size(2), 0.0f,
+           out.data() + g * M * N, N);
   return record("bmm", out, {a_in, b_in},
                 [a = a.detach(), b = b.detach(), ta, tb, ra = a_in.requires_grad(),
                  rb = b_in.requires_grad()](const Tensor& g) {

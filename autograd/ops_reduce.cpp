@@ -13,6 +13,11 @@ namespace {
 // Plain sum over `dim` of a contiguous tensor, no autograd.
 Tensor sum_dim_kernel(const Tensor& x_in, int dim, bool keepdim) {
   const Tensor x = contiguous_data(x_in);
+  if (x.is_cuda()) {
+    Tensor out = Tensor::empty(reduced_shape(x.shape(), dim, keepdim), Device::CUDA);
+    cuda_sum_dim(x.data_ptr(), cuda_split(x.shape(), dim), out.data_ptr());
+    return out;
+  }
   const DimSplit s = split_at(x.shape(), dim);
   Tensor out = Tensor::zeros(reduced_shape(x.shape(), dim, keepdim));
   const float* in = x.data();
@@ -47,13 +52,21 @@ Tensor sum_dim_kernel(const Tensor& x_in, int dim, bool keepdim) {
 Tensor expand_over(const Tensor& g, const Shape& shape, int dim) {
   Shape kept = shape;
   kept[dim] = 1;
-  return add(reshape(g, kept), Tensor::zeros(shape));
+  return add(reshape(g, kept), Tensor::zeros(shape, g.device()));
 }
 
 }  // namespace
 
 Tensor sum(const Tensor& x_in) {
   const Tensor x = contiguous_data(x_in);
+  const Shape shape = x_in.shape();
+  if (x.is_cuda()) {
+    Tensor out = Tensor::empty({}, Device::CUDA);
+    cuda_sum_all(x.data_ptr(), x.numel(), out.data_ptr());
+    return record("sum", out, {x_in}, [shape](const Tensor& g) {
+      return std::vector<Tensor>{add(Tensor::zeros(shape, Device::CUDA), g)};  // g broadcast, no host sync
+    });
+  }
   constexpr int64_t kBlock = 4096;
   const int64_t n = x.numel(), blocks = (n + kBlock - 1) / kBlock;
   std::vector<double> partial(static_cast<size_t>(blocks), 0.0);
@@ -68,7 +81,6 @@ Tensor sum(const Tensor& x_in) {
   double total = 0;
   for (double p : partial) total += p;
   Tensor out = Tensor::scalar(static_cast<float>(total));
-  const Shape shape = x_in.shape();
   return record("sum", out, {x_in}, [shape](const Tensor& g) {
     return std::vector<Tensor>{Tensor::full(shape, g.item())};
   });
@@ -98,22 +110,25 @@ Tensor logsumexp(const Tensor& x_in, int dim, bool keepdim) {
   const int d = normalize_dim("logsumexp", dim, x_in.dim());
   const Tensor x = contiguous_data(x_in);
   const DimSplit s = split_at(x.shape(), d);
-  Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim));
-  const float* in = x.data();
-  float* o = out.data();
-  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const float* line = in + (w / s.inner) * s.n * s.inner + (w % s.inner);
-      // Subtract the max so exp never overflows (logits of magnitude 50+ are common in MoS).
-      float m = -INFINITY;
-      for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
-      if (std::isinf(m)) { o[w] = m; continue; }
-      double acc = 0;
-      if (s.inner == 1) acc = sum_exp<false>(line, s.n, m, nullptr);
-      else for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
-      o[w] = m + static_cast<float>(std::log(acc));
-    }
-  });
+  Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim), x.device());
+  if (x.is_cuda()) cuda_logsumexp_dim(x.data_ptr(), cuda_split(x.shape(), d), out.data_ptr());
+  else {
+    const float* in = x.data();
+    float* o = out.data();
+    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t w = b; w < e; ++w) {
+        const float* line = in + (w / s.inner) * s.n * s.inner + (w % s.inner);
+        // Subtract the max so exp never overflows (logits of magnitude 50+ are common in MoS).
+        float m = -INFINITY;
+        for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
+        if (std::isinf(m)) { o[w] = m; continue; }
+        double acc = 0;
+        if (s.inner == 1) acc = sum_exp<false>(line, s.n, m, nullptr);
+        else for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
+        o[w] = m + static_cast<float>(std::log(acc));
+      }
+    });
+  }
   return record("logsumexp", out, {x_in}, [x = x.detach(), out = out.detach(), d](const Tensor& g) {
     // d lse / dx_j = softmax(x)_j = exp(x_j - lse)
     Shape kept = x.shape();

@@ -12,6 +12,14 @@ namespace {
 // A zero tensor of `shape` whose [start, start+len) slice along dim is `g`: backward of narrow,
 // and of each piece of cat.
 Tensor embed_slice(const Tensor& g_in, const Shape& shape, int dim, int64_t start) {
+  if (g_in.is_cuda()) {  // a strided copy into the slice's view of the zeros
+    Tensor out = Tensor::zeros(shape, Device::CUDA);
+    CudaLayout slice = cuda_layout(out);
+    slice.shape[dim] = g_in.shape()[dim];
+    slice.offset = start * slice.strides[dim];
+    cuda_copy_strided(g_in.impl().storage->data, cuda_layout(g_in), out.data_ptr(), slice);
+    return out;
+  }
   const Tensor g = contiguous_data(g_in);
   Tensor out = Tensor::zeros(shape);
   const DimSplit s = split_at(shape, dim);
@@ -99,11 +107,21 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
                        " differ outside dim " + std::to_string(dim));
     shape[d] += x.shape()[d];
   }
-  Tensor out = Tensor::empty(shape);
+  check_same_device("cat", xs);
+  Tensor out = Tensor::empty(shape, xs[0].device());
   const DimSplit s = split_at(shape, d);
   std::vector<int64_t> starts;
   int64_t start = 0;
   for (const Tensor& x_in : xs) {
+    if (x_in.is_cuda()) {  // each piece: a strided copy into its slice of out
+      CudaLayout slice = cuda_layout(out);
+      slice.shape[d] = x_in.shape()[d];
+      slice.offset = start * slice.strides[d];
+      cuda_copy_strided(x_in.impl().storage->data, cuda_layout(x_in), out.data_ptr(), slice);
+      starts.push_back(start);
+      start += x_in.shape()[d];
+      continue;
+    }
     const Tensor x = contiguous_data(x_in);
     const int64_t block = x.shape()[d] * s.inner;
     for (int64_t o = 0; o < s.outer; ++o)

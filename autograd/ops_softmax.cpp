@@ -13,7 +13,11 @@ namespace {
 Tensor softmax_kernel(const Tensor& x_in, int dim, bool log_space) {
   const Tensor x = contiguous_data(x_in);
   const DimSplit s = split_at(x.shape(), dim);
-  Tensor out = Tensor::empty(x.shape());
+  Tensor out = Tensor::empty(x.shape(), x.device());
+  if (x.is_cuda()) {
+    cuda_softmax(x.data_ptr(), cuda_split(x.shape(), dim), out.data_ptr(), log_space);
+    return out;
+  }
   const float* in = x.data();
   float* o = out.data();
   parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
@@ -49,7 +53,11 @@ Tensor softmax_kernel(const Tensor& x_in, int dim, bool log_space) {
 Tensor softmax_backward_kernel(const Tensor& g_in, const Tensor& y, int dim, bool log_space) {
   const Tensor g = contiguous_data(g_in);
   const DimSplit s = split_at(y.shape(), dim);
-  Tensor dx = Tensor::empty(y.shape());
+  Tensor dx = Tensor::empty(y.shape(), y.device());
+  if (y.is_cuda()) {
+    cuda_softmax_backward(g.data_ptr(), y.data_ptr(), cuda_split(y.shape(), dim), dx.data_ptr(), log_space);
+    return dx;
+  }
   const float* gp = g.data();
   const float* yp = y.data();
   float* o = dx.data();

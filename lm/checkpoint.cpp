@@ -196,7 +196,7 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
     if (t.device() != Device::CPU)
       throw std::invalid_argument("save_checkpoint(" + path + "): tensor '" + name + "' is on " +
                                   device_name(t.device()) + "; copy it to the CPU first");
-    contiguous.push_back(t.is_contiguous() ? t : copy_contiguous(t));
+    contiguous.push_back(t.is_contiguous() ? t.cpu() : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
   }
 
   // The small part of the payload (names, shapes, strings) is built in memory; the float data is

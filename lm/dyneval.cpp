@@ -27,7 +27,8 @@ EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_i
     for (size_t p = 0; p < params.size(); ++p) {
       const Tensor g = params[p].grad();
       if (!g.defined()) continue;
-      const float* d = g.data();
+      const Tensor host = g.cpu();  // the statistics are kept on the host, whatever the device
+      const float* d = host.data();
       for (size_t k = 0; k < ms[p].size(); ++k) ms[p][k] += static_cast<double>(d[k]) * d[k];
     }
     hidden = out.hidden;
@@ -65,11 +66,15 @@ EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_i
       for (size_t p = 0; p < params.size(); ++p) {
         const Tensor g = params[p].grad();
         if (!g.defined()) continue;
-        float* w = params[p].data();
-        const float* d = g.data();
+        // On the GPU the update runs on host copies (dynamic evaluation is batch 1: small).
+        Tensor weights = params[p].is_cuda() ? params[p].cpu() : params[p];
+        const Tensor grad = g.cpu();
+        float* w = weights.data();
+        const float* d = grad.data();
         for (size_t k = 0; k < decrate[p].size(); ++k)
           w[k] += cfg.lamb * decrate[p][k] * (theta0[p][k] - w[k]) -
                   cfg.lr * d[k] / (static_cast<float>(ms[p][k]) + cfg.epsilon);
+        if (params[p].is_cuda()) copy_into(params[p], weights);
       }
     }
     const double share = static_cast<double>(b.seq_len) / cfg.bptt;  // the last segment may be short

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "autograd/node.h"
+#include "autograd/ops.h"
 
 namespace mg {
 
@@ -31,7 +32,8 @@ std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const Gen
   const int64_t V = model.config.ntoken;
   for (int64_t n = 0; n < cfg.words; ++n) {
     const int64_t rows = out.log_prob.size(0);
-    const float* logp = out.log_prob.data() + (rows - 1) * V;
+    const Tensor last = narrow(out.log_prob, 0, rows - 1, 1).cpu();  // [1,V], from the GPU if it is there
+    const float* logp = last.data();
     // Sample from p^(1/T) by inverse CDF over the renormalised weights.
     double max_l = -INFINITY;
     for (int64_t v = 0; v < V; ++v) max_l = std::max(max_l, static_cast<double>(logp[v]));

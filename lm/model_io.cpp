@@ -47,8 +47,7 @@ void load_parameters(RNNModel& model, const NamedTensors& source, const std::str
     if (found->shape() != param.shape())
       throw std::runtime_error(file + ": parameter '" + name + "' is " + shape_str(found->shape()) +
                                " but the model expects " + shape_str(param.shape()));
-    const std::vector<float> v = found->to_vector();
-    std::copy(v.begin(), v.end(), param.data());
+    copy_into(param, *found);  // onto the parameter's device
   }
 }
 

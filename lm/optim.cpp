@@ -6,9 +6,14 @@
 #include <vector>
 
 #include "autograd/node.h"
+#include "cuda/backend.h"
 #include "tensor/parallel.h"
 
 namespace mg {
+
+static_assert(static_cast<int>(OptimizerKind::Adam) == static_cast<int>(CudaOptimizer::Adam) &&
+                  static_cast<int>(OptimizerKind::ASGD) == static_cast<int>(CudaOptimizer::ASGD),
+              "cuda_optimizer_step takes the optimizer kind as a CudaOptimizer");
 
 OptimizerKind parse_optimizer_kind(const std::string& name) {
   if (name == "sgd") return OptimizerKind::SGD;
@@ -26,7 +31,8 @@ Optimizer::Optimizer(OptimizerKind kind, std::vector<std::pair<std::string, Tens
     : kind_(kind), wdecay_(wdecay), beta1_(beta1), beta2_(beta2), eps_(eps) {
   for (auto& [name, p] : params) {
     Slot s{name, p, {}, {}};
-    if (kind == OptimizerKind::Adam) s.buf_a = Tensor::zeros(p.shape()), s.buf_b = Tensor::zeros(p.shape());
+    if (kind == OptimizerKind::Adam)
+      s.buf_a = Tensor::zeros(p.shape(), p.device()), s.buf_b = Tensor::zeros(p.shape(), p.device());
     if (kind == OptimizerKind::ASGD) s.buf_a = copy_contiguous(p);
     slots_.push_back(std::move(s));
   }
@@ -42,6 +48,13 @@ void Optimizer::step(float lr) {
   for (Slot& s : slots_) {
     const Tensor grad = s.param.grad();
     if (!grad.defined()) continue;
+    if (s.param.is_cuda()) {  // the same update as one kernel (cuda/optim.cu)
+      cuda_optimizer_step(static_cast<CudaOptimizer>(kind_), s.param.data_ptr(), grad.data_ptr(),
+                          s.buf_a.defined() ? s.buf_a.data_ptr() : nullptr,
+                          s.buf_b.defined() ? s.buf_b.data_ptr() : nullptr, s.param.numel(), lr, wdecay_, mu, beta1_,
+                          beta2_, eps_, bc1, bc2);
+      continue;
+    }
     float* p = s.param.data();
     const float* g = grad.data();
     const int64_t n = s.param.numel();
@@ -83,6 +96,7 @@ void Optimizer::zero_grad() {
 }
 
 static void swap_values(Tensor& a, Tensor& b) {
+  if (a.is_cuda()) return cuda_swap(a.data_ptr(), b.data_ptr(), a.numel());
   float* x = a.data();
   float* y = b.data();
   for (int64_t i = 0, n = a.numel(); i < n; ++i) std::swap(x[i], y[i]);
@@ -123,8 +137,7 @@ void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& te
     if (src.shape() != dst.shape())
       throw std::runtime_error("optimizer state: '" + name + "' is " + shape_str(src.shape()) + ", expected " +
                                shape_str(dst.shape()));
-    const std::vector<float> v = src.to_vector();
-    std::copy(v.begin(), v.end(), dst.data());
+    copy_into(dst, src);
   };
   for (Slot& s : slots_) {
     if (kind_ == OptimizerKind::ASGD) fill(s.buf_a, s.name + ".ax");
@@ -141,6 +154,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
     if (!g.defined()) continue;
+    if (g.is_cuda()) {  // per tensor on the GPU, then added here in parameter order
+      total += cuda_sum_squares(g.data_ptr(), g.numel());
+      continue;
+    }
     const float* d = g.data();
     const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
     std::vector<double> partial(static_cast<size_t>(blocks));
@@ -163,6 +180,10 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     for (const Tensor& p : params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
+      if (g.is_cuda()) {
+        cuda_unary(CudaUnary::MulScalar, g.data_ptr(), g.data_ptr(), g.numel(), scale);
+        continue;
+      }
       float* d = g.data();
       parallel_for(g.numel(), 1 << 15, [&](int64_t i0, int64_t i1) {
         const float k = scale;  // a local: see autograd/kernels.h

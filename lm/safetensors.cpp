@@ -268,7 +268,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     if (!t.defined()) throw std::invalid_argument(where + " is undefined");
     if (t.device() != Device::CPU)
       throw std::invalid_argument(where + " is on " + device_name(t.device()) + "; copy it to the CPU first");
-    contiguous.push_back(t.is_contiguous() ? t : copy_contiguous(t));
+    contiguous.push_back(t.is_contiguous() ? t.cpu() : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
   }
 
   std::string header = "{";

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "autograd/ops.h"
+#include "cuda/backend.h"
 #include "lm/batching.h"
 #include "lm/checkpoint.h"
 #include "lm/evaluate.h"
@@ -103,7 +104,9 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // ---- model and optimizer ----
   ModelConfig model_cfg = cfg.model;
   model_cfg.ntoken = corpus.vocab.size();
-  RNNModel model(model_cfg, cfg.seed);
+  if (cfg.device == Device::CUDA) require_cuda(), cuda_set_tf32(cfg.tf32);
+  RNNModel model(model_cfg, cfg.seed);  // initialised on the CPU (the same weights on either device)...
+  model.to(cfg.device);                 // ...then moved; everything below runs where the weights are
   Generator bptt_gen(cfg.seed * 2654435761u + 17);
   TrainState st;
   if (finetune) {
@@ -134,8 +137,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     restore_generator(model.dropout_gen, ck.string("dropout_gen"));
     restore_generator(bptt_gen, ck.string("bptt_gen"));
     for (size_t l = 0; l < hidden.size(); ++l) {
-      hidden[l].h = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".h"));
-      hidden[l].c = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".c"));
+      hidden[l].h = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".h")).to(cfg.device);
+      hidden[l].c = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".c")).to(cfg.device);
     }
     say("resumed " + state_path + " at epoch " + std::to_string(st.epoch) + ", step " + std::to_string(st.step));
   } else if (finetune) {
@@ -143,7 +146,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     say("finetuning from " + best_path + " (valid ppl " + std::to_string(std::exp(st.best_val)) + ")");
   }
   say(model_cfg.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
-      std::to_string(num_threads()) + " threads");
+      (cfg.device == Device::CUDA ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
+                                  : std::to_string(num_threads()) + " threads"));
 
   // Finetuning keeps its own record: its step and token counts start again at zero.
   const std::string metrics_path = cfg.save + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl");
@@ -294,6 +298,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   if (cfg.test_at_end && std::filesystem::exists(best_path)) {
     LoadedModel best = load_model(best_path);
     best.model->config.fused_lstm = cfg.model.fused_lstm;
+    best.model->to(cfg.device);
     const EvalResult test = evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
     result.test_loss = test.loss;
     say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) + " (" +

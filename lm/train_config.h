@@ -22,6 +22,8 @@ struct TrainConfig {
   int64_t nonmono = 5, log_interval = 200;
   uint64_t seed = 1;
   int threads = 0;                   // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
+  Device device = Device::CPU;       // --device cpu|cuda: where the model trains (not saved: a run resumes on either)
+  bool tf32 = false;                 // --tf32: cuBLAS may use TF32 tensor cores (faster, ~1e-3 relative GEMMs)
   double max_minutes = 0;            // > 0: stop cleanly (saving the checkpoint) after this long
   int64_t max_steps = 0;             // > 0: stop cleanly after this many optimizer steps in total
   int64_t max_train_tokens = 0;      // > 0: train on the first N tokens only (quick runs, tests)

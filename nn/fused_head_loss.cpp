@@ -171,17 +171,22 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
       throw ShapeError("fused_mixture_nll: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
                        " is outside the vocabulary [0, " + std::to_string(V) + ")");
 
+  check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
+  const bool keep = is_grad_enabled() && R * V <= g_keep_logits_floats &&
+                    (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
+  const int64_t stream_rows = g_stream_chunk_rows > 0 ? g_stream_chunk_rows : kStreamChunkFloats / V;
+  const int64_t chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
+  if (ctx_in.is_cuda())
+    return fused_mixture_nll_cuda(ctx_in, W_in, b_in, log_pi_in, targets, K, sig, keep, chunk_rows);
+
   Saved s;
   s.ctx = contiguous_data(ctx_in).detach(), s.W = contiguous_data(W_in).detach(), s.b = contiguous_data(b_in).detach();
   s.targets = targets, s.K = K, s.sig = sig;
   s.lse.resize(static_cast<size_t>(R));
   s.resp.resize(static_cast<size_t>(R));
   std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
-  const bool keep = is_grad_enabled() && R * V <= g_keep_logits_floats &&
-                    (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
   {
-    const int64_t stream_rows = g_stream_chunk_rows > 0 ? g_stream_chunk_rows : kStreamChunkFloats / V;
-    s.chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
+    s.chunk_rows = chunk_rows;
     if (keep) s.logits = Tensor::empty({R, V});
     Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {

@@ -60,6 +60,10 @@ class SoftmaxHead : public OutputHead {
 // in backward; the same loss as the plain path to float rounding (tested against it).
 Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
                          const std::vector<int64_t>& targets, int64_t K, bool sig);
+// Its GPU path (nn/fused_head_loss_cuda.cpp), called by fused_mixture_nll for CUDA inputs once the
+// arguments are checked: keep the logits for backward, or stream them in chunks of chunk_rows.
+Tensor fused_mixture_nll_cuda(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
+                              const std::vector<int64_t>& targets, int64_t K, bool sig, bool keep, int64_t chunk_rows);
 // Logits [N*K,V] up to this many floats are kept from forward to backward (default 64M = 256 MB);
 // larger ones are recomputed chunk by chunk. Returns the previous limit (tests run both paths).
 int64_t set_fused_logits_keep_limit(int64_t floats);

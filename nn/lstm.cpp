@@ -42,7 +42,7 @@ std::pair<Tensor, LSTMState> LSTMLayer::forward(const Tensor& x, const LSTMState
 }
 
 LSTMState LSTMLayer::zero_state(int64_t B) const {
-  return {Tensor::zeros({B, hidden_size}), Tensor::zeros({B, hidden_size})};
+  return {Tensor::zeros({B, hidden_size}, weight_hh.device()), Tensor::zeros({B, hidden_size}, weight_hh.device())};
 }
 
 }  // namespace mg

@@ -18,6 +18,7 @@
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "cuda/backend.h"
 #include "nn/lstm.h"
 #include "tensor/gemm.h"
 #include "tensor/parallel.h"
@@ -111,9 +112,49 @@ struct Saved {
   Tensor y;                      // [T+1,B,H] the packed output (h_t rows, then c_T)
 };
 
+// The input and weight gradients from the gate gradients dG [T*B,4H]: big GEMMs over all steps at
+// once, the same on both devices (gemm_fn is the CPU gemm or cuBLAS with the same contract).
+std::vector<Tensor> lstm_weight_grads(const Saved& s, const Tensor& d_gates, const Tensor& dh, const Tensor& dc,
+                                      const std::vector<bool>& need) {
+  const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
+  const Device dev = s.x.device();
+  const auto gemm_fn = dev == Device::CUDA ? cuda_gemm : gemm;
+  const float* dg = d_gates.data_ptr();
+  std::vector<Tensor> grads(7);  // x, h0, c0, w_ih, w_hh, b_ih, b_hh
+  if (need[0]) {  // dx = dG W_ih
+    grads[0] = Tensor::empty({T, B, in}, dev);
+    gemm_fn(false, false, T * B, in, G, 1.0f, dg, G, s.w_ih.data_ptr(), in, 0.0f, grads[0].data_ptr(), in);
+  }
+  if (need[1]) grads[1] = dh;
+  if (need[2]) grads[2] = dc;
+  if (need[3]) {  // dW_ih = dG^T X
+    grads[3] = Tensor::empty({G, in}, dev);
+    gemm_fn(true, false, G, in, T * B, 1.0f, dg, G, s.x.data_ptr(), in, 0.0f, grads[3].data_ptr(), in);
+  }
+  if (need[4]) {  // dW_hh = sum_t dG_t^T h_{t-1}, with h_{t-1} rows = [h0; h_1..h_{T-1}]
+    grads[4] = Tensor::empty({G, H}, dev);
+    gemm_fn(true, false, G, H, B, 1.0f, dg, G, s.h0.data_ptr(), H, 0.0f, grads[4].data_ptr(), H);
+    if (T > 1)
+      gemm_fn(true, false, G, H, (T - 1) * B, 1.0f, dg + B * G, G, s.y.data_ptr(), H, 1.0f, grads[4].data_ptr(), H);
+  }
+  if (need[5] || need[6]) {
+    const Tensor db = sum(d_gates, 0);
+    if (need[5]) grads[5] = db;
+    if (need[6]) grads[6] = db;
+  }
+  return grads;
+}
+
 std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const std::vector<bool>& need) {
   const Tensor grad_y = contiguous_data(grad_y_in);
-  const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
+  const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1), G = 4 * H;
+  if (grad_y.is_cuda()) {  // the same BPTT, one gate kernel and one cuBLAS GEMM per step (cuda/lstm_fused.cu)
+    Tensor d_gates = Tensor::empty({T * B, G}, Device::CUDA);
+    Tensor dh = Tensor::empty({B, H}, Device::CUDA), dc = Tensor::empty({B, H}, Device::CUDA);
+    cuda_lstm_backward(T, B, H, s.acts.data_ptr(), s.cells.data_ptr(), s.c0.data_ptr(), s.w_hh.data_ptr(),
+                       grad_y.data_ptr(), need[1], d_gates.data_ptr(), dh.data_ptr(), dc.data_ptr());
+    return lstm_weight_grads(s, d_gates, dh, dc, need);
+  }
   Tensor d_gates = Tensor::empty({T * B, G});
   Tensor dh = Tensor::zeros({B, H});                      // d loss / d h_t from step t+1
   Tensor dc = copy_contiguous(reshape(narrow(grad_y, 0, T, 1), {B, H}));  // d loss / d c_t, from d c_T
@@ -141,31 +182,10 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const
         gemm(false, false, B, u1 - u0, G, 1.0f, dg, G, w_hh + u0, H, 0.0f, dhp + u0, H);
     }
   });
-  std::vector<Tensor> grads(7);  // x, h0, c0, w_ih, w_hh, b_ih, b_hh
-  if (need[0]) {  // dx = dG W_ih
-    grads[0] = Tensor::empty({T, B, in});
-    gemm(false, false, T * B, in, G, 1.0f, d_gates.data(), G, s.w_ih.data(), in, 0.0f, grads[0].data(), in);
-  }
-  if (need[1]) grads[1] = dh;
-  if (need[2]) grads[2] = dc;
-  if (need[3]) {  // dW_ih = dG^T X
-    grads[3] = Tensor::empty({G, in});
-    gemm(true, false, G, in, T * B, 1.0f, d_gates.data(), G, s.x.data(), in, 0.0f, grads[3].data(), in);
-  }
-  if (need[4]) {  // dW_hh = sum_t dG_t^T h_{t-1}, with h_{t-1} rows = [h0; h_1..h_{T-1}]
-    grads[4] = Tensor::empty({G, H});
-    gemm(true, false, G, H, B, 1.0f, d_gates.data(), G, s.h0.data(), H, 0.0f, grads[4].data(), H);
-    if (T > 1)
-      gemm(true, false, G, H, (T - 1) * B, 1.0f, d_gates.data() + B * G, G, s.y.data(), H, 1.0f,
-           grads[4].data(), H);
-  }
-  if (need[5] || need[6]) {
-    const Tensor db = sum(d_gates, 0);
-    if (need[5]) grads[5] = db;
-    if (need[6]) grads[6] = db;
-  }
-  return grads;
+  return lstm_weight_grads(s, d_gates, dh, dc, need);
 }
+
+std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w);
 
 }  // namespace
 
@@ -175,8 +195,17 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   Saved s{contiguous_data(x_in).detach(), contiguous_data(state.h).detach(), contiguous_data(state.c).detach(),
           contiguous_data(w.weight_ih).detach(), contiguous_data(w.weight_hh).detach(), {}, {}, {}};
   const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
+  check_same_device("lstm", {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh});
   // Both biases in one vector, added in the gate pass below.
   const Tensor bias = add(contiguous_data(w.bias_ih).detach(), contiguous_data(w.bias_hh).detach());
+  if (s.x.is_cuda()) {
+    s.acts = Tensor::empty({T * B, G}, Device::CUDA);
+    s.cells = Tensor::empty({T * B, H}, Device::CUDA);
+    s.y = Tensor::empty({T + 1, B, H}, Device::CUDA);
+    cuda_lstm_forward(T, B, in, H, s.x.data_ptr(), s.h0.data_ptr(), s.c0.data_ptr(), s.w_ih.data_ptr(),
+                      s.w_hh.data_ptr(), bias.data_ptr(), s.acts.data_ptr(), s.cells.data_ptr(), s.y.data_ptr());
+    return record_lstm(s, x_in, state, w);
+  }
   // W_hh^T [H,4H]: the per-step product h_{t-1} W_hh^T then reads it in place, row by row, instead
   // of transposing (packing) all 4H x H weights again at every step.
   const Tensor w_hh_t = copy_contiguous(transpose(s.w_hh, 0, 1));
@@ -210,7 +239,14 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
     }
   });
   std::memcpy(s.y.data() + T * B * H, s.cells.data() + (T - 1) * B * H, sizeof(float) * B * H);
+  return record_lstm(s, x_in, state, w);
+}
 
+namespace {
+
+// The autograd node over the whole sequence, and the views lstm_fused hands out.
+std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
+  const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1);
   const std::vector<bool> need = {x_in.requires_grad(), state.h.requires_grad(), state.c.requires_grad(),
                                   w.weight_ih.requires_grad(), w.weight_hh.requires_grad(),
                                   w.bias_ih.requires_grad(), w.bias_hh.requires_grad()};
@@ -221,5 +257,7 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   const Tensor out = narrow(y, 0, 0, T);
   return {out, {reshape(narrow(y, 0, T - 1, 1), {B, H}), reshape(narrow(y, 0, T, 1), {B, H})}};
 }
+
+}  // namespace
 
 }  // namespace mg

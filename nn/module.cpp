@@ -51,4 +51,21 @@ Tensor& Module::register_parameter(const std::string& name, Tensor value) {
   return params_.back().second;
 }
 
+void Module::to(Device device) {
+  for (auto& [name, p] : named_parameters()) {
+    if (p.device() == device) continue;
+    const Tensor moved = p.to(device);  // contiguous, a fresh storage on the device
+    TensorImpl& impl = p.impl();
+    impl.storage = moved.impl().storage;
+    impl.offset = 0;
+    impl.strides = contiguous_strides(impl.shape);
+    impl.grad.reset();
+  }
+}
+
+Device Module::device() const {
+  const auto params = named_parameters();
+  return params.empty() ? Device::CPU : params.front().second.device();
+}
+
 }  // namespace mg

@@ -29,6 +29,12 @@ class Module {
   bool is_training() const { return training_; }
   void zero_grad();
 
+  // Moves every parameter to `device` in place: each parameter keeps its identity (TensorImpl), so
+  // tied weights stay tied and optimizers built later see the moved tensors. Gradients are dropped.
+  void to(Device device);
+  // Where the parameters are (CPU for a module without any).
+  Device device() const;
+
   // Sets each parameter tensor's name to its dotted path, so graph dumps and errors show it.
   void name_parameters();
 

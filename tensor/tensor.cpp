@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "autograd/engine.h"
+#include "cuda/backend.h"
 #include "tensor/allocator.h"
 #include "tensor/parallel.h"
 
@@ -11,30 +12,62 @@ namespace mg {
 
 const char* device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
 
-Storage::Storage(size_t n) : data(allocate_floats(n)), size(n) {}
-Storage::~Storage() { release_floats(data, size); }
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::CPU;
+  if (name == "cuda") return Device::CUDA;
+  throw std::invalid_argument("unknown device '" + name + "': choose cpu or cuda");
+}
+
+void require_cuda() {
+  std::string why;
+  if (!cuda_is_available(&why)) throw std::runtime_error("--device cuda: " + why);
+}
+
+Storage::Storage(size_t n, Device where)
+    : data(where == Device::CPU ? allocate_floats(n) : static_cast<float*>(cuda_allocate_bytes(n * sizeof(float)))),
+      size(n), device(where) {}
+
+Storage::~Storage() {
+  if (device == Device::CPU) release_floats(data, size);
+  else cuda_release_bytes(data, size * sizeof(float));
+}
+
+CudaLayout cuda_layout(const Tensor& t) {
+  if (t.dim() > kCudaMaxDims)
+    throw ShapeError("cuda: tensors of rank " + std::to_string(t.dim()) + " > " + std::to_string(kCudaMaxDims) +
+                     " are not supported");
+  CudaLayout l;
+  l.rank = t.dim();
+  for (int d = 0; d < l.rank; ++d) l.shape[d] = t.shape()[d], l.strides[d] = t.strides()[d];
+  l.offset = t.impl().offset;
+  return l;
+}
 
 TensorImpl& Tensor::impl() const {
   if (!impl_) throw std::logic_error("use of an undefined Tensor (default-constructed or moved-from)");
   return *impl_;
 }
 
-static Tensor make_contiguous(const Shape& shape) {
+static Tensor make_contiguous(const Shape& shape, Device device = Device::CPU) {
   for (int64_t s : shape)
     if (s < 0) throw ShapeError("tensor: negative size in shape " + shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)));
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(numel_of(shape)), device);
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::empty(const Shape& shape) { return make_contiguous(shape); }
-Tensor Tensor::zeros(const Shape& shape) { return full(shape, 0.0f); }
-Tensor Tensor::ones(const Shape& shape) { return full(shape, 1.0f); }
+Tensor Tensor::empty(const Shape& shape, Device device) { return make_contiguous(shape, device); }
+Tensor Tensor::zeros(const Shape& shape, Device device) { return full(shape, 0.0f, device); }
+Tensor Tensor::ones(const Shape& shape, Device device) { return full(shape, 1.0f, device); }
 
-Tensor Tensor::full(const Shape& shape, float value) {
-  Tensor t = make_contiguous(shape);
+Tensor Tensor::full(const Shape& shape, float value, Device device) {
+  Tensor t = make_contiguous(shape, device);
+  if (device == Device::CUDA) {
+    cuda_fill(t.data_ptr(), t.numel(), value);
+    return t;
+  }
   float* p = t.data();
   parallel_for(t.numel(), 1 << 16, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, value); });
   return t;
@@ -97,16 +130,35 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-float* Tensor::data() { return impl().storage->data + impl().offset; }
-const float* Tensor::data() const { return impl().storage->data + impl().offset; }
+static void check_on_cpu(const Tensor& t) {
+  if (t.device() != Device::CPU)
+    throw std::logic_error("data(): tensor" + (t.name().empty() ? std::string() : " '" + t.name() + "'") + " " +
+                           shape_str(t.shape()) + " lives on cuda; a host loop cannot read it (use .cpu(), or "
+                           "data_ptr() in GPU code)");
+}
+
+float* Tensor::data() {
+  check_on_cpu(*this);
+  return impl().storage->data + impl().offset;
+}
+const float* Tensor::data() const {
+  check_on_cpu(*this);
+  return impl().storage->data + impl().offset;
+}
 
 float Tensor::item() const {
   if (numel() != 1)
     throw ShapeError("item: needs a tensor with exactly one element, got " + shape_str(shape()));
+  if (is_cuda()) {
+    float v;
+    cuda_copy_to_host(&v, data_ptr(), sizeof v);
+    return v;
+  }
   return data()[0];
 }
 
 float Tensor::at(std::initializer_list<int64_t> index) const {
+  if (is_cuda()) return cpu().at(index);
   if (static_cast<int>(index.size()) != dim())
     throw ShapeError("at: " + std::to_string(index.size()) + " indices for a tensor of shape " +
                      shape_str(shape()));
@@ -121,8 +173,40 @@ float Tensor::at(std::initializer_list<int64_t> index) const {
 }
 
 std::vector<float> Tensor::to_vector() const {
+  if (is_cuda()) return cpu().to_vector();
   Tensor c = is_contiguous() ? *this : copy_contiguous(*this);
   return std::vector<float>(c.data(), c.data() + c.numel());
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == this->device()) return *this;
+  if (device == Device::CUDA) require_cuda();
+  const Tensor src = is_contiguous() ? *this : copy_contiguous(*this);  // on the source device
+  Tensor out = make_contiguous(shape(), device);
+  const size_t bytes = static_cast<size_t>(numel()) * sizeof(float);
+  if (device == Device::CUDA) cuda_copy_to_device(out.data_ptr(), src.data_ptr(), bytes);
+  else cuda_copy_to_host(out.data_ptr(), src.data_ptr(), bytes);
+  out.impl().name = name();
+  return out;
+}
+
+void copy_into(Tensor& dst, const Tensor& src) {
+  if (dst.numel() != src.numel() || !dst.is_contiguous())
+    throw ShapeError("copy_into: " + shape_str(src.shape()) + " into " + shape_str(dst.shape()) +
+                     " (needs the same number of elements and a contiguous destination)");
+  const Tensor s = src.to(dst.device());
+  const Tensor c = s.is_contiguous() ? s : copy_contiguous(s);
+  const size_t bytes = static_cast<size_t>(dst.numel()) * sizeof(float);
+  if (dst.is_cuda()) cuda_copy_on_device(dst.data_ptr(), c.data_ptr(), bytes);
+  else if (bytes) std::memcpy(dst.data(), c.data(), bytes);
+}
+
+void copy_into(Tensor& dst, const std::vector<float>& host_values) {
+  if (static_cast<int64_t>(host_values.size()) != dst.numel() || !dst.is_contiguous())
+    throw ShapeError("copy_into: " + std::to_string(host_values.size()) + " values into " + shape_str(dst.shape()));
+  const size_t bytes = host_values.size() * sizeof(float);
+  if (dst.is_cuda()) cuda_copy_to_device(dst.data_ptr(), host_values.data(), bytes);
+  else if (bytes) std::memcpy(dst.data(), host_values.data(), bytes);
 }
 
 Tensor& Tensor::requires_grad_(bool on) {
@@ -140,7 +224,7 @@ void Tensor::backward() const {
   if (numel() != 1)
     throw ShapeError("backward: needs a scalar loss (or an explicit gradient), got shape " +
                      shape_str(shape()));
-  run_backward(*this, Tensor::ones(shape()));
+  run_backward(*this, Tensor::ones(shape(), device()));
 }
 
 void Tensor::backward(const Tensor& grad_output) const {
@@ -190,10 +274,14 @@ void transpose_rows(const float* __restrict src, int64_t ld, int64_t C, int64_t 
 }  // namespace
 
 Tensor copy_contiguous(const Tensor& t) {
-  Tensor out = make_contiguous(t.shape());
+  Tensor out = make_contiguous(t.shape(), t.device());
   const int rank = t.dim();
   const int64_t n = out.numel();
   if (n == 0) return out;
+  if (t.is_cuda()) {
+    cuda_copy_strided(t.impl().storage->data, cuda_layout(t), out.data_ptr(), cuda_layout(out));
+    return out;
+  }
   const float* src = t.impl().storage->data;
   float* dst = out.data();
   if (rank == 2 && t.strides()[0] == 1 && t.shape()[0] > 1) {
@@ -234,6 +322,17 @@ void check_rank(const std::string& op, const Tensor& t, int rank, const char* ar
   if (t.dim() != rank)
     throw ShapeError(op + ": " + arg + " must be " + std::to_string(rank) + "-D, got " +
                      shape_str(t.shape()));
+}
+
+void check_same_device(const std::string& op, const std::vector<Tensor>& tensors) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (!first) first = &t;
+    else if (t.device() != first->device())
+      throw std::invalid_argument(op + ": inputs are on different devices: " + device_name(first->device()) + " and " +
+                                  device_name(t.device()) + " (move them with .to(), or the model with --device)");
+  }
 }
 
 void check_same_shape(const std::string& op, const Tensor& a, const Tensor& b) {

@@ -15,9 +15,14 @@
 
 namespace mg {
 
-// Where the numbers live. Only CPU has kernels now; the CUDA backend plugs in behind the same API.
+// Where the numbers live. CUDA tensors exist only in a `make CUDA=1` build on a machine with a GPU;
+// every op runs where its inputs are (cuda/backend.h) and refuses inputs on two devices.
 enum class Device { CPU, CUDA };
 const char* device_name(Device device);
+Device parse_device(const std::string& name);  // "cpu" | "cuda"; throws naming the choices
+// Throws unless CUDA can be used here: "built without CUDA: rebuild with make CUDA=1", or the
+// driver's reason when there is no GPU.
+void require_cuda();
 
 // The numbers themselves, shared by a tensor and all its views. Memory comes from the caching
 // allocator (tensor/allocator.h) and is not initialised.
@@ -25,7 +30,7 @@ struct Storage {
   float* data = nullptr;
   size_t size = 0;  // in floats
   Device device = Device::CPU;
-  explicit Storage(size_t n);
+  explicit Storage(size_t n, Device where = Device::CPU);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -51,11 +56,11 @@ class Tensor {
   Tensor() = default;  // an "undefined" tensor (like at::Tensor()); defined() is false
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
-  // ---- creation (all CPU, contiguous, requires_grad = false) ----
-  static Tensor empty(const Shape& shape);  // uninitialised numbers (zero in practice)
-  static Tensor zeros(const Shape& shape);
-  static Tensor ones(const Shape& shape);
-  static Tensor full(const Shape& shape, float value);
+  // ---- creation (contiguous, requires_grad = false; CPU unless a device is given) ----
+  static Tensor empty(const Shape& shape, Device device = Device::CPU);  // uninitialised numbers
+  static Tensor zeros(const Shape& shape, Device device = Device::CPU);
+  static Tensor ones(const Shape& shape, Device device = Device::CPU);
+  static Tensor full(const Shape& shape, float value, Device device = Device::CPU);
   static Tensor scalar(float value);             // rank 0
   static Tensor arange(int64_t n);               // [n]: 0, 1, ..., n-1
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
@@ -75,12 +80,24 @@ class Tensor {
   Device device() const { return impl().storage->device; }
 
   // Raw access to the first element. Only meaningful for reading/writing a contiguous tensor
-  // in index order; kernels call contiguous() first.
+  // in index order; kernels call contiguous() first. CPU tensors only: on a CUDA tensor it throws
+  // (a host loop over a device pointer would crash), use data_ptr() in GPU code.
   float* data();
   const float* data() const;
+  // The first element's address on whichever device holds it (a device pointer for CUDA).
+  float* data_ptr() const { return impl().storage->data + impl().offset; }
+  // These three copy from the GPU first when the tensor lives there.
   float item() const;                                       // the value of a 1-element tensor
   float at(std::initializer_list<int64_t> index) const;     // strided read, bounds-checked
   std::vector<float> to_vector() const;                     // values in row-major order
+
+  // ---- devices ----
+  // A contiguous copy on `device`, cut from the graph (a new leaf, requires_grad false); the
+  // tensor itself when it is already there.
+  Tensor to(Device device) const;
+  Tensor cpu() const { return to(Device::CPU); }
+  Tensor cuda() const { return to(Device::CUDA); }
+  bool is_cuda() const { return device() == Device::CUDA; }
 
   // ---- autograd ----
   bool requires_grad() const { return impl().requires_grad; }
@@ -118,6 +135,17 @@ Tensor copy_contiguous(const Tensor& t);
 // Throws ShapeError "op: <what> expects ..., got [a]" when the rank differs.
 void check_rank(const std::string& op, const Tensor& t, int rank, const char* arg = "input");
 void check_same_shape(const std::string& op, const Tensor& a, const Tensor& b);
+// Throws "op: inputs are on different devices: cpu and cuda" (undefined tensors are ignored).
+void check_same_device(const std::string& op, const std::vector<Tensor>& tensors);
+
+// dst's numbers = src's (same number of elements, either device, any layout of src; dst
+// contiguous). No autograd: loading weights, optimizer state, checkpoints.
+void copy_into(Tensor& dst, const Tensor& src);
+void copy_into(Tensor& dst, const std::vector<float>& host_values);
+
+// t's shape, strides and offset for a CUDA kernel (cuda/backend.h; rank <= kCudaMaxDims).
+struct CudaLayout;
+CudaLayout cuda_layout(const Tensor& t);
 
 }  // namespace mg
 

@@ -36,10 +36,9 @@ double scaled_atol(const Tensor& ref) {
   return 1e-4 * m;
 }
 
-void copy_into(Tensor dst, const Tensor& src) {
+void set_values(Tensor dst, const Tensor& src) {
   ASSERT_EQ(dst.shape(), src.shape()) << dst.name();
-  const std::vector<float> v = src.to_vector();
-  std::copy(v.begin(), v.end(), dst.data());
+  copy_into(dst, src);
 }
 
 }  // namespace
@@ -97,7 +96,7 @@ TEST(LayersVsPyTorch, EveryHeadLogProbsNllAndGradients) {
       Generator gen(1);
       auto head = make_head(parse_head_kind(kind), 11, 5, 4, 3, 0.0f, Tensor(), gen);
       head->eval();
-      for (auto& [name, t] : head->named_parameters()) copy_into(t, fx().get(p + name));
+      for (auto& [name, t] : head->named_parameters()) set_values(t, fx().get(p + name));
       const Tensor h = fx().leaf(p + "h");
       const bool extreme = !suffix.empty();
       auto grad_near = [&](const Tensor& got, const std::string& name) {
@@ -144,7 +143,7 @@ TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
       mc.head = kind, mc.fused_lstm = fused;
       RNNModel model(mc, 1);
       model.eval();
-      for (auto& [name, t] : model.named_parameters()) copy_into(t, fx().get(p + "param." + name));
+      for (auto& [name, t] : model.named_parameters()) set_values(t, fx().get(p + "param." + name));
       const int64_t T = 5, B = 2;
       const std::vector<int64_t> input = fx().ints(p + "input"), target = fx().ints(p + "target");
       ModelOutput out = model.forward(input, T, B, model.init_hidden(B));

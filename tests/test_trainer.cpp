@@ -12,62 +12,16 @@
 #include "lm/generate.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
+#include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
 using namespace mg;
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("mosgrad_trainer_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir.string();
-}
-
-// A corpus with structure a small LSTM can learn: sentences from a tiny grammar, deterministic.
-std::string write_synthetic_corpus(const std::string& name) {
-  const std::string dir = temp_dir(name + "_data");
-  const char* subjects[] = {"the cat", "a dog", "the old man", "my friend", "the bank"};
-  const char* verbs[] = {"sees", "likes", "sells", "buys", "finds"};
-  const char* objects[] = {"the fish", "a house", "N shares", "the <unk>", "a car"};
-  Generator gen(5);
-  auto sentence = [&]() {
-    auto pick = [&](int n) { return static_cast<int>(philox_uniform(gen.seed, gen.advance(1)) * n) % n; };
-    return std::string(subjects[pick(5)]) + " " + verbs[pick(5)] + " " + objects[pick(5)] + "\n";
-  };
-  for (const auto& [file, lines] : std::vector<std::pair<std::string, int>>{{"ptb.train.txt", 600}, {"ptb.valid.txt", 80}, {"ptb.test.txt", 80}}) {
-    std::ofstream out(dir + "/" + file);
-    for (int i = 0; i < lines; ++i) out << sentence();
-  }
-  return dir;
-}
-
-// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams too.
-TrainConfig small_config(const std::string& data, const std::string& save) {
-  TrainConfig c = preset_config("tiny");
-  c.data = data, c.save = save;
-  c.model.emsize = 8, c.model.nhid = 12, c.model.nhidlast = 10, c.model.nlayers = 2, c.model.n_experts = 2;
-  c.model.head = HeadKind::MoS;
-  c.model.dropout = 0.2f, c.model.dropouth = 0.1f, c.model.dropouti = 0.1f, c.model.dropoute = 0.1f;
-  c.model.dropoutl = 0.1f, c.model.wdrop = 0.2f;
-  c.alpha = 2, c.beta = 1, c.wdecay = 1e-6f;
-  c.batch_size = 4, c.bptt = 10, c.eval_batch_size = 4, c.lr = 5, c.epochs = 3, c.nonmono = 1;
-  c.log_interval = 1000, c.test_at_end = false;
-  return c;
-}
-
-std::vector<double> run_collecting(const TrainConfig& cfg, const Corpus& corpus, TrainResult* result = nullptr) {
-  std::vector<double> losses;
-  TrainHooks hooks;
-  hooks.on_step = [&](int64_t, double loss) { losses.push_back(loss); };
-  const TrainResult r = train_lm(cfg, corpus, hooks);
-  if (result) *result = r;
-  return losses;
-}
-
-}  // namespace
+using mgtest::run_collecting;
+using mgtest::small_config;
+using mgtest::temp_dir;
+using mgtest::write_synthetic_corpus;
 
 TEST(Trainer, ResumeContinuesExactlyLikeAnUninterruptedRun) {
   const Corpus corpus = load_corpus(write_synthetic_corpus("resume"));

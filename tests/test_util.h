@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend.h"
 #include "tensor/compare.h"
 #include "tensor/tensor.h"
 
@@ -21,6 +22,13 @@
   do {                                                                  \
     const mg::GradcheckResult mg_gc_ = mg::gradcheck((name), (fn), (inputs)); \
     EXPECT_TRUE(mg_gc_.ok) << mg_gc_.message;                           \
+  } while (0)
+
+// Skips the test, saying why, unless a GPU can be used (a `make CUDA=1` build on a machine with one).
+#define MG_SKIP_WITHOUT_CUDA()                                                      \
+  do {                                                                              \
+    std::string mg_why_;                                                            \
+    if (!mg::cuda_is_available(&mg_why_)) GTEST_SKIP() << "no GPU: " << mg_why_;    \
   } while (0)
 
 // Fails unless `haystack` (a std::string) contains `needle`; prints the haystack.

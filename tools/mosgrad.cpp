@@ -52,6 +52,7 @@ data and run:
   --resume              continue from <save>/checkpoint.ckpt exactly where it stopped
   --epochs N --max-minutes M --max-steps N     stop cleanly (a checkpoint is saved) after whichever comes first
   --threads N           OpenMP threads (default: all cores)
+  --device cpu|cuda     where to train (cuda needs a `make CUDA=1` build and a GPU); --tf32 true lets cuBLAS use TF32
   --log-interval N      steps between progress lines / metrics records
   --max-train-tokens N --max-eval-tokens N      use only the first N tokens (quick runs)
 model:
@@ -66,6 +67,7 @@ optimisation:
 const char* kEvalHelp = R"(mosgrad eval|dyneval|generate|export --model FILE [flags]
 
   --model FILE          a model checkpoint (default <save>/best.ckpt, --save defaults to runs/small-mos)
+  --device cpu|cuda     where to run the model (default cpu); checkpoints load on either device
 eval:      --data DIR --split valid|test (default test) --batch_size N (default 1 for test, 10 for valid) --bptt N
 dyneval:   --data DIR --split valid|test --lamb 0.075 --lr 0.002 --epsilon 0.001 --bptt 5
            --stat_batch_size 100 --max_stat_batches N (gradient statistics on at most N training segments)
@@ -157,8 +159,17 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
   throw std::invalid_argument("--split must be valid, test or train, got '" + split + "'");
 }
 
+// --device for the commands that run a saved model: checked first, then the model moved there.
+Device device_flag(const Args& a) {
+  const Device device = parse_device(a.get("device", "cpu"));
+  if (device == Device::CUDA) require_cuda();
+  return device;
+}
+
 int cmd_eval(const Args& a, bool dynamic) {
+  const Device device = device_flag(a);
   LoadedModel lm = load_model(model_path(a));
+  lm.model->to(device);
   if (!a.get("threads").empty()) set_num_threads(std::stoi(a.get("threads")));
   const Corpus corpus = load_corpus(resolve_data_dir(a.get("data")), 1000000);
   if (corpus.vocab.size() != lm.model->config.ntoken)
@@ -187,7 +198,9 @@ int cmd_eval(const Args& a, bool dynamic) {
 }
 
 int cmd_generate(const Args& a) {
+  const Device device = device_flag(a);
   LoadedModel lm = load_model(model_path(a));
+  lm.model->to(device);
   GenerateConfig g;
   g.words = std::stoll(a.get("words", "100"));
   g.temperature = std::stof(a.get("temperature", "1.0"));

@@ -1,0 +1,22 @@
+// Shared by the trainer tests on both devices: a small synthetic corpus, a small MoS config with
+// every dropout on, and a run that records each step's loss.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "lm/train.h"
+
+namespace mgtest {
+
+// A fresh directory under testing::TempDir() named after `name` and the process.
+std::string temp_dir(const std::string& name);
+// A corpus with structure a small LSTM can learn: sentences from a tiny grammar, deterministic.
+std::string write_synthetic_corpus(const std::string& name);
+// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams too.
+mg::TrainConfig small_config(const std::string& data, const std::string& save);
+// Trains and returns the loss of every step (and the result, when asked).
+std::vector<double> run_collecting(const mg::TrainConfig& cfg, const mg::Corpus& corpus,
+                                   mg::TrainResult* result = nullptr);
+
+}  // namespace mgtest

@@ -2,8 +2,11 @@
 // V = 10000 (PTB), synthetic token ids, fixed T, forward + backward + clip + SGD step; median tokens/s
 // of several timed runs after a warm-up step; peak RSS of this process (run one preset per process).
 //   build/release/bench/bench_train --preset small-mos [--seconds 10] [--repeats 3] [--threads 2]
-//                                   [--mode train|eval|both] [--profile]
+//                                   [--mode train|eval|both] [--profile] [--device cpu|cuda] [--tf32]
 // Prints one JSON line: {"preset":..., "train_tok_s":..., "eval_tok_s":..., "peak_rss_mb":...}
+// With --device cuda the model runs on the GPU; each timed run ends with a device synchronisation,
+// and the line adds the peak GPU memory held by tensors ("peak_gpu_mb") and the share of the
+// timed wall time cuBLAS's GEMMs kept the GPU busy ("gemm_share", from CUDA events).
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -14,6 +17,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "cuda/backend.h"
 #include "lm/optim.h"
 #include "lm/train_config.h"
 #include "tensor/allocator.h"
@@ -47,7 +51,8 @@ int main(int argc, char** argv) {
   std::string preset = "small-mos", mode = "both";
   double seconds = 10;
   int repeats = 3, threads = 0;
-  bool profile = false;
+  bool profile = false, tf32 = false;
+  Device device = Device::CPU;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -57,12 +62,16 @@ int main(int argc, char** argv) {
     else if (a == "--threads") threads = std::stoi(next());
     else if (a == "--mode") mode = next();
     else if (a == "--profile") profile = true;
+    else if (a == "--device") device = parse_device(next());
+    else if (a == "--tf32") tf32 = true;
     else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
   }
   if (threads > 0) set_num_threads(threads);
   TrainConfig cfg = preset_config(preset);
   cfg.model.ntoken = 10000;
   RNNModel model(cfg.model, 1);
+  if (device == Device::CUDA) require_cuda(), cuda_set_tf32(tf32), model.to(Device::CUDA);
+  auto sync = [&] { if (device == Device::CUDA) cuda_synchronize(); };
   const int64_t T = cfg.bptt, B = cfg.batch_size, N = T * B;
   Generator data_gen(7);
   Optimizer opt(OptimizerKind::SGD, model.named_parameters(), 0.0f);
@@ -94,13 +103,16 @@ int main(int argc, char** argv) {
     }
   };
 
-  double train_tok_s = 0, eval_tok_s = 0;
+  double train_tok_s = 0, eval_tok_s = 0, gemm_share = 0;
   if (mode == "train" || mode == "both") {
     model.train();
     Hidden hidden = model.init_hidden(B);
     double parts[3] = {0, 0, 0};
     train_step(hidden, false, parts);  // warm-up: first-touch allocations
+    sync();
+    if (device == Device::CUDA) cuda_gemm_timing(true);
     std::vector<double> rates;
+    double timed = 0;  // seconds of all timed runs
     for (int r = 0; r < repeats; ++r) {
       int64_t tokens = 0;
       const auto start = Clock::now();
@@ -108,9 +120,13 @@ int main(int argc, char** argv) {
         train_step(hidden, profile, parts);
         tokens += N;
       }
-      rates.push_back(tokens / std::chrono::duration<double>(Clock::now() - start).count());
+      sync();
+      const double run = std::chrono::duration<double>(Clock::now() - start).count();
+      rates.push_back(tokens / run);
+      timed += run;
     }
     train_tok_s = median(rates);
+    if (device == Device::CUDA) gemm_share = cuda_gemm_timing(false) / timed;
     if (profile)
       std::fprintf(stderr, "time split: forward %.1f s, backward %.1f s, clip+step %.1f s\n", parts[0], parts[1], parts[2]);
   }
@@ -129,9 +145,17 @@ int main(int argc, char** argv) {
         hidden = out.hidden;
         tokens += Te * Be;
       }
+      sync();
       rates.push_back(tokens / std::chrono::duration<double>(Clock::now() - start).count());
     }
     eval_tok_s = median(rates);
+  }
+  if (device == Device::CUDA) {
+    std::printf("{\"impl\":\"mosgrad\",\"device\":\"%s\",\"preset\":\"%s\",\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,"
+                "\"peak_gpu_mb\":%.1f,\"gemm_share\":%.3f}\n",
+                cuda_device_description().c_str(), preset.c_str(), train_tok_s, eval_tok_s,
+                cuda_peak_live_bytes() / 1048576.0, gemm_share);
+    return 0;
   }
   std::printf("{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
               preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),

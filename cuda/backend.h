@@ -87,6 +87,9 @@ MG_CUDA_API(void cuda_set_tf32(bool on))
 // The CPU gemm's contract (tensor/gemm.h): row-major C[M,N] = alpha op(A) op(B) + beta C.
 MG_CUDA_API(void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
                            int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc))
+// Benchmarks only: while on, every cuda_gemm is bracketed by CUDA events; turning it off waits for
+// the GPU and returns the seconds the GEMMs ran since it was turned on.
+MG_CUDA_API(double cuda_gemm_timing(bool on))
 // G independent gemms, matrix g at A + g*stride_a, B + g*stride_b, C + g*stride_c (bmm).
 MG_CUDA_API(void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t N, int64_t K, float alpha,
                                    const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,

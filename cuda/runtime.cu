@@ -1,6 +1,7 @@
 // The device itself: detection, the caching allocator (mirrors tensor/allocator.cpp), host<->device
 // copies and the cuBLAS GEMM behind matmul (mirrors tensor/gemm.cpp's contract).
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <mutex>
 #include <unordered_map>
@@ -70,10 +71,21 @@ void free_cached_blocks(DeviceCache& c) {
 
 }  // namespace
 
+// At exit the cached blocks go back to the driver (tools like compute-sanitizer's leak check would
+// otherwise report the cache as leaked). Registered after the first cudaMalloc, so it runs before
+// the CUDA runtime's own teardown.
+void release_cache_at_exit() {
+  DeviceCache& c = device_cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  free_cached_blocks(c);
+}
+
 void* cuda_allocate_bytes(size_t bytes) {
   const size_t b = bucket_of(bytes);
   DeviceCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
+  static const bool registered = [] { return std::atexit(release_cache_at_exit) == 0; }();
+  (void)registered;
   auto it = c.free_lists.find(b);
   void* p = nullptr;
   if (it != c.free_lists.end() && !it->second.empty()) {
@@ -158,6 +170,7 @@ cublasHandle_t blas() {
   static cublasHandle_t handle = [] {
     cublasHandle_t h = nullptr;
     CUBLAS_CHECK(cublasCreate(&h));
+    std::atexit([] { cublasDestroy(handle); });  // its workspace back to the driver before the runtime goes
     return h;
   }();
   // Pedantic FP32 unless --tf32: the default math mode may still pick reduced-precision paths when
@@ -174,12 +187,74 @@ cublasHandle_t blas() {
 
 void cuda_set_tf32(bool on) { g_tf32 = on; }
 
+// ---- GEMM timing for the benchmark ----
+namespace {
+
+struct GemmTimer {
+  bool on = false;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> pending;
+  double seconds = 0;
+
+  // Adds up finished pairs; called every few thousand GEMMs so the list stays short.
+  void fold() {
+    for (auto& [start, stop] : pending) {
+      CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      seconds += ms / 1e3;
+      cudaEventDestroy(start);
+      cudaEventDestroy(stop);
+    }
+    pending.clear();
+  }
+};
+
+GemmTimer& gemm_timer() {
+  static GemmTimer t;
+  return t;
+}
+
+// Brackets one GEMM with events when timing is on.
+struct GemmTiming {
+  cudaEvent_t stop = nullptr;
+  GemmTiming() {
+    GemmTimer& t = gemm_timer();
+    if (!t.on) return;
+    cudaEvent_t start;
+    CUDA_CHECK(cudaEventCreate(&start));
+    CUDA_CHECK(cudaEventCreate(&stop));
+    CUDA_CHECK(cudaEventRecord(start, 0));
+    t.pending.emplace_back(start, stop);
+  }
+  ~GemmTiming() {
+    if (!stop) return;
+    cudaEventRecord(stop, 0);
+    if (gemm_timer().pending.size() >= 4096) gemm_timer().fold();
+  }
+};
+
+}  // namespace
+
+double cuda_gemm_timing(bool on) {
+  GemmTimer& t = gemm_timer();
+  if (on) {
+    t.fold();
+    t.seconds = 0;
+    t.on = true;
+    return 0;
+  }
+  t.fold();
+  t.on = false;
+  return t.seconds;
+}
+
 // cuBLAS is column-major. A row-major [M,N] matrix with leading dimension ld is, read column-major,
 // its transpose [N,M] with the same ld. So row-major C = op(A) op(B) is column-major
 // C^T = op(B)^T op(A)^T: swap the operands (and M with N), keep each one's transpose flag.
 void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  const GemmTiming timing;
   CUBLAS_CHECK(cublasSgemm(blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                            static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
                            static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
@@ -189,6 +264,7 @@ void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t
                        const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
                        float beta, float* C, int64_t ldc, int64_t stride_c) {
   if (G == 0 || M == 0 || N == 0) return;
+  const GemmTiming timing;
   CUBLAS_CHECK(cublasSgemmStridedBatched(blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                          static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
                                          static_cast<int>(ldb), stride_b, A, static_cast<int>(lda), stride_a, &beta, C,

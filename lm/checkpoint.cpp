@@ -193,9 +193,6 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
       throw std::invalid_argument("save_checkpoint(" + path + "): the tensor name '" + name + "' appears twice");
     if (!t.defined())
       throw std::invalid_argument("save_checkpoint(" + path + "): tensor '" + name + "' is undefined");
-    if (t.device() != Device::CPU)
-      throw std::invalid_argument("save_checkpoint(" + path + "): tensor '" + name + "' is on " +
-                                  device_name(t.device()) + "; copy it to the CPU first");
     contiguous.push_back(t.is_contiguous() ? t.cpu() : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
   }
 

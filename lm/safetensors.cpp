@@ -266,8 +266,6 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
     if (name == "__metadata__") throw std::invalid_argument(where + ": the name is reserved for the metadata");
     if (!names.insert(name).second) throw std::invalid_argument(where + " appears twice");
     if (!t.defined()) throw std::invalid_argument(where + " is undefined");
-    if (t.device() != Device::CPU)
-      throw std::invalid_argument(where + " is on " + device_name(t.device()) + "; copy it to the CPU first");
     contiguous.push_back(t.is_contiguous() ? t.cpu() : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
   }
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU benchmark: mosgrad (make CUDA=1) and PyTorch on the same GPU in the same run, one table.
+#   bash bench/run_cuda.sh            (on a machine with an NVIDIA GPU and PyTorch with CUDA)
+#   BENCH_PRESETS (default small-mos,mos-paper), BENCH_SECONDS (8), BENCH_REPEATS (3)
+# mosgrad's figures come from build/release-cuda/bench/bench_train --device cuda; PyTorch's from
+# bench/torch_bench_cuda.py (the faster of its two loss forms; cuDNN LSTM). The table goes to stdout
+# and to bench/RESULTS_CUDA.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PRESETS="${BENCH_PRESETS:-small-mos,mos-paper}"
+SECS="${BENCH_SECONDS:-8}"
+REPS="${BENCH_REPEATS:-3}"
+PY="${PYTHON:-python3}"
+OUT="$(mktemp -d)"
+trap 'rm -rf "$OUT"' EXIT
+make --no-print-directory CUDA=1 -j"$(nproc)" build/release-cuda/bench/bench_train >&2
+for p in ${PRESETS//,/ }; do
+  echo "bench: $p (mosgrad, GPU)" >&2
+  build/release-cuda/bench/bench_train --device cuda --preset "$p" --seconds "$SECS" --repeats "$REPS" >>"$OUT/mosgrad.jsonl"
+  echo "bench: $p (PyTorch, GPU)" >&2
+  "$PY" bench/torch_bench_cuda.py --preset "$p" --seconds "$SECS" --repeats "$REPS" >>"$OUT/torch.jsonl" ||
+    echo "bench: PyTorch $p failed" >&2
+done
+touch "$OUT/torch.jsonl"
+"$PY" - "$OUT" <<'PY' | tee bench/RESULTS_CUDA.md
+import datetime, json, os, sys
+out = sys.argv[1]
+rows = lambda f: [json.loads(l) for l in open(os.path.join(out, f)) if l.startswith("{")]
+mg, pt = {r["preset"]: r for r in rows("mosgrad.jsonl")}, {r["preset"]: r for r in rows("torch.jsonl")}
+dev = next(iter(mg.values()))["device"] if mg else "?"
+t0 = next(iter(pt.values()), {})
+print("# mosgrad on the GPU\n")
+print("%s — %s; PyTorch %s (cuDNN %s); `bash bench/run_cuda.sh`. FP32 everywhere (no TF32)." % (
+    datetime.date.today().isoformat(), dev, t0.get("torch", "?"), t0.get("cudnn", "?")))
+print("Training: fixed T, forward + backward + clip + SGD, V = 10000 synthetic ids, medians of the runs;")
+print("PyTorch's better loss form. Peak GPU memory: bytes held by tensors (mosgrad's allocator, torch.cuda.max_memory_allocated).")
+print("GEMM share: time cuBLAS's GEMMs ran (CUDA events) over the wall time of mosgrad's training runs.\n")
+print("| preset | mosgrad train tok/s | PyTorch train tok/s | ratio | mosgrad eval tok/s | PyTorch eval tok/s | ratio | mosgrad peak MB | PyTorch peak MB | ratio | GEMM share |")
+print("|---|---|---|---|---|---|---|---|---|---|---|")
+f = lambda v: "%.0f" % v if v else "–"
+r = lambda a, b: "%.2f×" % (a / b) if a and b else "–"
+for p, m in mg.items():
+    t = pt.get(p, {})
+    forms = {k: t[k + "_tok_s"] for k in ("train_plain", "train_gathered") if k + "_tok_s" in t}
+    best = max(forms, key=forms.get) if forms else None
+    tt = forms.get(best) if best else None
+    tm = t.get(best + "_peak_gpu_mb") if best else None
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% |" % (
+        p, f(m["train_tok_s"]), f(tt), r(m["train_tok_s"], tt), f(m["eval_tok_s"]), f(t.get("eval_tok_s")),
+        r(m["eval_tok_s"], t.get("eval_tok_s")), f(m["peak_gpu_mb"]), f(tm), r(m["peak_gpu_mb"], tm),
+        100 * m["gemm_share"]))
+PY

@@ -1,0 +1,128 @@
+// The fused LSTM on the GPU: mirrors nn/lstm_fused.cpp (read that file first; the equations and the
+// packed output Y [T+1,B,H] = h_1..h_T, then c_T, are the same).
+//
+// Forward: one cuBLAS GEMM for the input projections of all steps, [T*B,in] x [in,4H], then per step
+//   1. acts_t += h_{t-1} W_hh^T                 (one GEMM, [B,H] x [H,4H])
+//   2. one gate kernel over the B*H units        (bias, nonlinearities, cell and hidden update)
+// Backward (BPTT, t = T-1 .. 0), per step
+//   1. one gate-backward kernel over B*H units   (d h_t, d c_t -> dG_t, d c_{t-1})
+//   2. dh = dG_t W_hh                            (one GEMM, [B,4H] x [4H,H]: d h_{t-1})
+// The weight and input gradients are then big GEMMs over all steps, run by the caller as on the CPU.
+//
+// Where the CPU splits the hidden units between the threads of one OpenMP team and needs a barrier
+// per step, the GPU gets the same ordering for free: every kernel and GEMM goes on one stream, so
+// step t+1 starts only after step t has finished. The per-step loops below do no host
+// synchronisation and no allocation, so they can later be captured into a CUDA graph as they are.
+#include "cuda/backend.h"
+#include "cuda/check.h"
+
+namespace mg {
+
+namespace {
+
+constexpr int kThreads = 256;  // threads per block of the gate kernels
+
+// The CPU's vsigmoid form, with the precise expf/tanhf (no fast math): matches it to a few ulp.
+__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+// Mirrors gates_forward (nn/lstm_fused.cpp) for one step:
+//   i, f, o = σ(z + b),  g = tanh(z + b),  c_t = f ⊙ c_{t-1} + i ⊙ g,  h_t = o ⊙ tanh(c_t)
+// One thread per (batch row b, hidden unit j): the four gates of a unit are independent of every
+// other unit once the GEMM has summed over H, so B*H threads is the natural split and needs no
+// communication. At B = 20, H = 1150 that is ~90 blocks: a few microseconds.
+// gates [B,4H] pre-activations (gate block q of row b at b*4H + q*H), overwritten with i, f, g, o;
+// bias [4H] (b_ih + b_hh); c_prev, c, h [B,H].
+__global__ void lstm_gates_forward_kernel(int64_t B, int64_t H, float* __restrict__ gates,
+                                          const float* __restrict__ bias, const float* __restrict__ c_prev,
+                                          float* __restrict__ c, float* __restrict__ h) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= B * H) return;
+  const int64_t b = idx / H, j = idx - b * H;
+  float* z = gates + b * 4 * H + j;  // unit j of row b; gate q at z[q*H]
+  const float i = sigmoid(z[0] + bias[j]), f = sigmoid(z[H] + bias[H + j]);
+  const float g = tanhf(z[2 * H] + bias[2 * H + j]), o = sigmoid(z[3 * H] + bias[3 * H + j]);
+  z[0] = i, z[H] = f, z[2 * H] = g, z[3 * H] = o;
+  const float cv = f * c_prev[idx] + i * g;  // c_t = f ⊙ c_{t-1} + i ⊙ g
+  c[idx] = cv;
+  h[idx] = o * tanhf(cv);                    // h_t = o ⊙ tanh(c_t)
+}
+
+// Mirrors gates_backward (nn/lstm_fused.cpp) for one step, from d h_t (dy from the layer above plus
+// dh from step t+1) and d c_t (dc, overwritten with d c_{t-1}) to the pre-activation gradients:
+//   dc_t = dc + dh_t ⊙ o ⊙ (1 - tanh²(c_t))
+//   di = dc_t ⊙ g ⊙ σ'(i),  df = dc_t ⊙ c_{t-1} ⊙ σ'(f),  dg = dc_t ⊙ i ⊙ (1 - g²),
+//   do = dh_t ⊙ tanh(c_t) ⊙ σ'(o),  with σ' = σ(1 - σ);   d c_{t-1} = dc_t ⊙ f
+// One thread per (b, j), as in the forward: each unit's update reads and writes only its own dc
+// and its own four dG entries.
+// act [B,4H] post-activations i, f, g, o of step t; c, c_prev, dy, dh, dc [B,H]; dz [B,4H] (dG_t).
+__global__ void lstm_gates_backward_kernel(int64_t B, int64_t H, const float* __restrict__ act,
+                                           const float* __restrict__ c, const float* __restrict__ c_prev,
+                                           const float* __restrict__ dy, const float* __restrict__ dh,
+                                           float* __restrict__ dc, float* __restrict__ dz) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= B * H) return;
+  const int64_t b = idx / H, j = idx - b * H;
+  const float* a = act + b * 4 * H + j;  // gate q of unit j at a[q*H]
+  float* d = dz + b * 4 * H + j;
+  const float i = a[0], f = a[H], g = a[2 * H], o = a[3 * H];
+  const float tc = tanhf(c[idx]);
+  const float dh_t = dy[idx] + dh[idx];
+  const float dc_t = dc[idx] + dh_t * o * (1 - tc * tc);
+  d[0] = dc_t * g * i * (1 - i);            // σ' = σ(1 - σ)
+  d[H] = dc_t * c_prev[idx] * f * (1 - f);
+  d[2 * H] = dc_t * i * (1 - g * g);        // tanh' = 1 - tanh²
+  d[3 * H] = dh_t * tc * o * (1 - o);
+  dc[idx] = dc_t * f;                       // d c_{t-1}
+}
+
+}  // namespace
+
+// Mirrors lstm_fused's forward. x [T*B,in], h0/c0 [B,H], w_ih [4H,in], w_hh [4H,H], bias [4H];
+// writes acts [T*B,4H], cells [T*B,H], y [T+1,B,H].
+void cuda_lstm_forward(int64_t T, int64_t B, int64_t in, int64_t H, const float* x, const float* h0,
+                       const float* c0, const float* w_ih, const float* w_hh, const float* bias, float* acts,
+                       float* cells, float* y) {
+  if (T <= 0 || B <= 0 || H <= 0) return;
+  const int64_t G = 4 * H, BH = B * H;
+  // Gates of all steps from the inputs: acts [T*B,4H] = x [T*B,in] W_ih^T.
+  if (in > 0)
+    cuda_gemm(false, true, T * B, G, in, 1.0f, x, in, w_ih, in, 0.0f, acts, G);
+  else  // no inputs: the projections are zero (a GEMM with an empty inner dimension is not relied on)
+    CUDA_CHECK(cudaMemsetAsync(acts, 0, sizeof(float) * T * B * G, 0));
+  for (int64_t t = 0; t < T; ++t) {
+    const float* h_prev = t > 0 ? y + (t - 1) * BH : h0;
+    const float* c_prev = t > 0 ? cells + (t - 1) * BH : c0;
+    float* gates = acts + t * B * G;
+    // gates [B,4H] += h_{t-1} [B,H] W_hh^T; cuBLAS reads W_hh [4H,H] in place, transposed.
+    cuda_gemm(false, true, B, G, H, 1.0f, h_prev, H, w_hh, H, 1.0f, gates, G);
+    lstm_gates_forward_kernel<<<grid_for(BH, kThreads), kThreads>>>(B, H, gates, bias, c_prev, cells + t * BH,
+                                                                      y + t * BH);
+    CUDA_CHECK_LAUNCH("lstm_gates_forward_kernel");
+  }
+  // Row T of the packed output is c_T.
+  cuda_copy_on_device(y + T * BH, cells + (T - 1) * BH, sizeof(float) * BH);
+}
+
+// Mirrors lstm_backward's BPTT loop. acts [T*B,4H], cells [T*B,H], c0 [B,H], w_hh [4H,H],
+// grad_y [T+1,B,H]; writes d_gates [T*B,4H], dh [B,H] (d h0) and dc [B,H] (d c0).
+void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float* acts, const float* cells, const float* c0,
+                        const float* w_hh, const float* grad_y, bool need_dh0, float* d_gates, float* dh,
+                        float* dc) {
+  if (T <= 0 || B <= 0 || H <= 0) return;
+  const int64_t G = 4 * H, BH = B * H;
+  // dh: d loss / d h_t arriving from step t+1 (none after the last step); dc starts as d c_T.
+  CUDA_CHECK(cudaMemsetAsync(dh, 0, sizeof(float) * BH, 0));
+  cuda_copy_on_device(dc, grad_y + T * BH, sizeof(float) * BH);
+  for (int64_t t = T - 1; t >= 0; --t) {
+    const float* c_prev = t > 0 ? cells + (t - 1) * BH : c0;
+    float* dg = d_gates + t * B * G;
+    lstm_gates_backward_kernel<<<grid_for(BH, kThreads), kThreads>>>(B, H, acts + t * B * G, cells + t * BH, c_prev,
+                                                                       grad_y + t * BH, dh, dc, dg);
+    CUDA_CHECK_LAUNCH("lstm_gates_backward_kernel");
+    // d h_{t-1} [B,H] = dG_t [B,4H] W_hh [4H,H]. Overwriting dh is safe: the kernel above, which
+    // read it, runs before this GEMM on the same stream.
+    if (t > 0 || need_dh0) cuda_gemm(false, false, B, H, G, 1.0f, dg, G, w_hh, H, 0.0f, dh, H);
+  }
+}
+
+}  // namespace mg

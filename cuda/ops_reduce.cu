@@ -1,0 +1,368 @@
+// Reductions and softmax: the GPU side of autograd/ops_reduce.cpp (sum, sum over a dim, logsumexp),
+// autograd/ops_softmax.cpp (softmax / log_softmax and their backward) and lm/optim.cpp's sum of
+// squares for clip_grad_norm.
+//
+// Deterministic: no atomics. Every output is computed by one thread, or by one block with a
+// fixed-shape tree, so the same input gives the same bits on every run. Sums are accumulated in
+// double (as on the CPU, except that its sum over a dim with inner > 1 adds float rows); the order
+// differs from the CPU's, so results agree with it to rounding, not to the bit.
+//
+// A reduction over one dim of a contiguous tensor is seen, as on the CPU (autograd/kernels.h
+// DimSplit), as outer*inner lines of n elements: line w starts at (w / inner)*n*inner + w % inner
+// and its elements are inner apart. Two shapes of work:
+//   - inner == 1 and n long (softmax over V = 10,000 words): one block per line, its threads
+//     striding along the line (coalesced) and combining with a block reduction;
+//   - otherwise (inner > 1, or short lines such as K = 15 experts): one thread per line, neighbouring
+//     threads taking neighbouring lines (coalesced when inner > 1); sum_dim splits each line over a
+//     few threads as well (see sum_dim_columns_kernel).
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+#include "cuda/backend.h"
+#include "cuda/check.h"
+
+namespace mg {
+
+namespace {
+
+constexpr int kThreads = 256;        // threads per block; a multiple of 32 (block_reduce needs whole warps)
+constexpr int64_t kLongLine = 128;   // inner == 1 lines at least this long get a block each
+constexpr int kMaxPartials = 1024;   // sum_all / sum_squares: at most this many per-block partial sums
+constexpr unsigned kMaxGrid = 65535; // block-per-line kernels loop when there are more lines than this
+
+struct MaxOp {
+  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
+};
+struct SumOp {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+
+// The reduction of v over the block's threads, returned to every thread. A fixed tree (shuffles
+// within each warp, then warp 0 over the warps' results), so the result's bits depend only on the
+// inputs. Every thread of the block must call it (it synchronises); blockDim.x a multiple of 32.
+template <typename T, typename Op>
+__device__ T block_reduce(T v, Op op, T identity) {
+  __shared__ T warp_part[32];
+  __shared__ T result;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
+  if (lane == 0) warp_part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < static_cast<int>(blockDim.x >> 5) ? warp_part[lane] : identity;
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
+    if (lane == 0) result = v;
+  }
+  __syncthreads();
+  return result;  // the next call writes warp_part and result only after a __syncthreads: safe to reuse
+}
+
+// ---- sum of all elements (ops_reduce.cpp sum) and of squares (lm/optim.cpp clip_grad_norm) ----
+
+// Pass 1: block b sums x [n] (or x² when kSquares) over elements b*kThreads + t + k*gridDim.x*kThreads
+// into partial[b] (double). The grid size depends only on n, so the grouping is fixed.
+template <bool kSquares>
+__global__ void sum_partials_kernel(const float* x, int64_t n, double* partial) {
+  double acc = 0;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const double v = x[i];
+    acc += kSquares ? v * v : v;
+  }
+  acc = block_reduce(acc, SumOp(), 0.0);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// Pass 2, one block: total = Σ partial [P]; written as a float to *out_f and/or a double to *out_d.
+__global__ void sum_finish_kernel(const double* partial, int P, float* out_f, double* out_d) {
+  double acc = 0;
+  for (int i = threadIdx.x; i < P; i += blockDim.x) acc += partial[i];
+  acc = block_reduce(acc, SumOp(), 0.0);
+  if (threadIdx.x == 0) {
+    if (out_f) *out_f = static_cast<float>(acc);
+    if (out_d) *out_d = acc;
+  }
+}
+
+// Number of pass-1 blocks for n elements: one element per thread up to kMaxPartials blocks.
+int partial_count(int64_t n) {
+  const int64_t p = (n + kThreads - 1) / kThreads;
+  return static_cast<int>(p < 1 ? 1 : (p > kMaxPartials ? kMaxPartials : p));
+}
+
+// Both passes; scratch holds the P partials and, after them, the double total.
+template <bool kSquares>
+void sum_two_pass(const float* x, int64_t n, float* out_f, double* host_total) {
+  const int P = partial_count(n);
+  const size_t bytes = sizeof(double) * static_cast<size_t>(P + 1);
+  double* scratch = static_cast<double*>(cuda_allocate_bytes(bytes));
+  try {
+    sum_partials_kernel<kSquares><<<P, kThreads>>>(x, n, scratch);
+    CUDA_CHECK_LAUNCH(kSquares ? "sum_partials_kernel<squares>" : "sum_partials_kernel");
+    sum_finish_kernel<<<1, kThreads>>>(scratch, P, out_f, host_total ? scratch + P : nullptr);
+    CUDA_CHECK_LAUNCH("sum_finish_kernel");
+    if (host_total) cuda_copy_to_host(host_total, scratch + P, sizeof(double));  // synchronises
+  } catch (...) {
+    cuda_release_bytes(scratch, bytes);
+    throw;
+  }
+  // Released while the kernels may still run: fine, because every launch is on the default stream,
+  // so whoever gets this memory next writes it only after they have finished.
+  cuda_release_bytes(scratch, bytes);
+}
+
+// ---- sum over one dim (ops_reduce.cpp sum_dim_kernel): out [outer*inner] ----
+
+// inner == 1, long lines: block per line, out[w] = Σ_j x[w*n + j].
+__global__ void sum_dim_block_kernel(const float* x, int64_t lines, int64_t n, float* out) {
+  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {  // block-uniform: safe around block_reduce
+    const float* line = x + w * n;
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += line[j];
+    acc = block_reduce(acc, SumOp(), 0.0);
+    if (threadIdx.x == 0) out[w] = static_cast<float>(acc);
+  }
+}
+
+// Everything else (inner > 1, e.g. bias gradients: [N, V] summed over N is outer 1, n N, inner V;
+// or short lines): a block of kColumnLines x kColumnParts threads takes kColumnLines neighbouring
+// lines; thread (l, p) sums elements j = p, p + kColumnParts, ... of line l, and thread (l, 0) then
+// adds the kColumnParts partial sums in order p = 0, 1, ...: kColumnParts times the parallelism of
+// a thread per line (a single outer has only `inner` lines), and still a fixed order.
+constexpr int kColumnLines = 32, kColumnParts = 8;
+__global__ void sum_dim_columns_kernel(const float* x, CudaSplit s, float* out) {
+  __shared__ double part[kColumnParts][kColumnLines];
+  const int l = threadIdx.x, p = threadIdx.y;
+  const int64_t lines = s.outer * s.inner;
+  for (int64_t w0 = static_cast<int64_t>(blockIdx.x) * kColumnLines; w0 < lines;
+       w0 += static_cast<int64_t>(gridDim.x) * kColumnLines) {  // block-uniform: safe around __syncthreads
+    const int64_t w = w0 + l;
+    double acc = 0;
+    if (w < lines) {
+      const float* line = x + (w / s.inner) * s.n * s.inner + (w % s.inner);
+      for (int64_t j = p; j < s.n; j += kColumnParts) acc += line[j * s.inner];
+    }
+    part[p][l] = acc;
+    __syncthreads();
+    if (p == 0 && w < lines) {
+      double total = 0;
+      for (int q = 0; q < kColumnParts; ++q) total += part[q][l];
+      out[w] = static_cast<float>(total);
+    }
+    __syncthreads();  // part is rewritten by the next iteration
+  }
+}
+
+// ---- logsumexp over one dim (ops_reduce.cpp logsumexp): out [outer*inner] ----
+
+// inner == 1, long lines: block per line. max, then Σ exp(x - max) in double; a line whose max is
+// ±inf gives that max (as the CPU's `if (std::isinf(m))`).
+__global__ void logsumexp_block_kernel(const float* x, int64_t lines, int64_t n, float* out) {
+  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
+    const float* line = x + w * n;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = line[j] > m ? line[j] : m;
+    m = block_reduce(m, MaxOp(), -INFINITY);
+    if (isinf(m)) {  // m is the same in every thread: the whole block skips the sum together
+      if (threadIdx.x == 0) out[w] = m;
+      continue;
+    }
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += expf(line[j] - m);
+    acc = block_reduce(acc, SumOp(), 0.0);
+    if (threadIdx.x == 0) out[w] = m + static_cast<float>(log(acc));
+  }
+}
+
+// Thread per line: the same arithmetic, sequentially.
+__global__ void logsumexp_thread_kernel(const float* x, CudaSplit s, float* out) {
+  const int64_t lines = s.outer * s.inner;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < lines;
+       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float* line = x + (w / s.inner) * s.n * s.inner + (w % s.inner);
+    float m = -INFINITY;
+    for (int64_t j = 0; j < s.n; ++j) m = line[j * s.inner] > m ? line[j * s.inner] : m;
+    if (isinf(m)) {
+      out[w] = m;
+      continue;
+    }
+    double acc = 0;
+    for (int64_t j = 0; j < s.n; ++j) acc += expf(line[j * s.inner] - m);
+    out[w] = m + static_cast<float>(log(acc));
+  }
+}
+
+// ---- softmax / log_softmax (ops_softmax.cpp softmax_kernel): y has x's shape ----
+// y_j = (x_j - m) - log Σ (log space: not x_j - (m + log Σ), which would round m + log Σ to float
+// first), or exp(x_j - m) * (1 / Σ).
+
+// inner == 1, long lines: block per line.
+__global__ void softmax_block_kernel(const float* x, int64_t lines, int64_t n, float* y, bool log_space) {
+  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
+    const float* line = x + w * n;
+    float* oline = y + w * n;
+    float m = -INFINITY;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = line[j] > m ? line[j] : m;
+    m = block_reduce(m, MaxOp(), -INFINITY);
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += expf(line[j] - m);
+    acc = block_reduce(acc, SumOp(), 0.0);
+    const float log_sum = static_cast<float>(log(acc));
+    const float inv_sum = static_cast<float>(1.0 / acc);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      const float shifted = line[j] - m;
+      oline[j] = log_space ? shifted - log_sum : expf(shifted) * inv_sum;
+    }
+  }
+}
+
+// Thread per line.
+__global__ void softmax_thread_kernel(const float* x, CudaSplit s, float* y, bool log_space) {
+  const int64_t lines = s.outer * s.inner;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < lines;
+       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
+    const float* line = x + base;
+    float* oline = y + base;
+    float m = -INFINITY;
+    for (int64_t j = 0; j < s.n; ++j) m = line[j * s.inner] > m ? line[j * s.inner] : m;
+    double acc = 0;
+    for (int64_t j = 0; j < s.n; ++j) acc += expf(line[j * s.inner] - m);
+    const float log_sum = static_cast<float>(log(acc));
+    const float inv_sum = static_cast<float>(1.0 / acc);
+    for (int64_t j = 0; j < s.n; ++j) {
+      const float shifted = line[j * s.inner] - m;
+      oline[j * s.inner] = log_space ? shifted - log_sum : expf(shifted) * inv_sum;
+    }
+  }
+}
+
+// ---- backward (ops_softmax.cpp softmax_backward_kernel): dx has y's shape ----
+//   log_softmax: dx_j = g_j - exp(y_j) * Σ_k g_k
+//   softmax:     dx_j = y_j * (g_j - Σ_k g_k y_k)
+// The sum in double, rounded to float once, as on the CPU.
+
+// inner == 1, long lines: block per line.
+__global__ void softmax_backward_block_kernel(const float* g, const float* y, int64_t lines, int64_t n, float* dx,
+                                              bool log_space) {
+  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
+    const float* gl = g + w * n;
+    const float* yl = y + w * n;
+    float* ol = dx + w * n;
+    double acc = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += log_space ? gl[j] : gl[j] * yl[j];
+    const float total = static_cast<float>(block_reduce(acc, SumOp(), 0.0));
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
+      ol[j] = log_space ? gl[j] - expf(yl[j]) * total : yl[j] * (gl[j] - total);
+  }
+}
+
+// Thread per line.
+__global__ void softmax_backward_thread_kernel(const float* g, const float* y, CudaSplit s, float* dx,
+                                               bool log_space) {
+  const int64_t lines = s.outer * s.inner;
+  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < lines;
+       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
+    double acc = 0;
+    for (int64_t j = 0; j < s.n; ++j) {
+      const int64_t k = base + j * s.inner;
+      acc += log_space ? g[k] : g[k] * y[k];
+    }
+    const float total = static_cast<float>(acc);
+    for (int64_t j = 0; j < s.n; ++j) {
+      const int64_t k = base + j * s.inner;
+      dx[k] = log_space ? g[k] - expf(y[k]) * total : y[k] * (g[k] - total);
+    }
+  }
+}
+
+// Which decomposition a split gets (see the top of the file).
+bool block_per_line(const CudaSplit& s) { return s.inner == 1 && s.n >= kLongLine; }
+
+// Grids: block-per-line kernels get one block per line (looping beyond kMaxGrid); thread-per-line
+// kernels one thread per line (looping beyond kMaxGrid blocks).
+unsigned line_blocks(int64_t lines) { return static_cast<unsigned>(lines < kMaxGrid ? lines : kMaxGrid); }
+unsigned thread_blocks(int64_t lines) {
+  const unsigned b = grid_for(lines, kThreads);
+  return b < kMaxGrid ? b : kMaxGrid;
+}
+
+void check_split(const CudaSplit& s, const char* what) {
+  if (s.outer < 0 || s.n < 0 || s.inner < 0)
+    throw std::invalid_argument(std::string(what) + ": negative size in the [outer, n, inner] split");
+}
+
+}  // namespace
+
+void cuda_sum_all(const float* x, int64_t n, float* out) {
+  if (n <= 0) {  // the empty sum: 0 (the CPU's sum of no partials)
+    cuda_fill(out, 1, 0.0f);
+    return;
+  }
+  sum_two_pass<false>(x, n, out, nullptr);
+}
+
+double cuda_sum_squares(const float* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  double total = 0;
+  sum_two_pass<true>(x, n, nullptr, &total);
+  return total;
+}
+
+void cuda_sum_dim(const float* x, CudaSplit s, float* out) {
+  check_split(s, "cuda_sum_dim");
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0) return;
+  if (block_per_line(s)) {
+    sum_dim_block_kernel<<<line_blocks(lines), kThreads>>>(x, lines, s.n, out);
+    CUDA_CHECK_LAUNCH("sum_dim_block_kernel");
+  } else {
+    const int64_t groups = (lines + kColumnLines - 1) / kColumnLines;
+    const unsigned blocks = static_cast<unsigned>(groups < kMaxGrid ? groups : kMaxGrid);
+    sum_dim_columns_kernel<<<blocks, dim3(kColumnLines, kColumnParts)>>>(x, s, out);
+    CUDA_CHECK_LAUNCH("sum_dim_columns_kernel");
+  }
+}
+
+void cuda_logsumexp_dim(const float* x, CudaSplit s, float* out) {
+  check_split(s, "cuda_logsumexp_dim");
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0) return;
+  if (block_per_line(s)) {
+    logsumexp_block_kernel<<<line_blocks(lines), kThreads>>>(x, lines, s.n, out);
+    CUDA_CHECK_LAUNCH("logsumexp_block_kernel");
+  } else {
+    logsumexp_thread_kernel<<<thread_blocks(lines), kThreads>>>(x, s, out);
+    CUDA_CHECK_LAUNCH("logsumexp_thread_kernel");
+  }
+}
+
+void cuda_softmax(const float* x, CudaSplit s, float* y, bool log_space) {
+  check_split(s, "cuda_softmax");
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0 || s.n == 0) return;
+  if (block_per_line(s)) {
+    softmax_block_kernel<<<line_blocks(lines), kThreads>>>(x, lines, s.n, y, log_space);
+    CUDA_CHECK_LAUNCH("softmax_block_kernel");
+  } else {
+    softmax_thread_kernel<<<thread_blocks(lines), kThreads>>>(x, s, y, log_space);
+    CUDA_CHECK_LAUNCH("softmax_thread_kernel");
+  }
+}
+
+void cuda_softmax_backward(const float* g, const float* y, CudaSplit s, float* dx, bool log_space) {
+  check_split(s, "cuda_softmax_backward");
+  const int64_t lines = s.outer * s.inner;
+  if (lines == 0 || s.n == 0) return;
+  if (block_per_line(s)) {
+    softmax_backward_block_kernel<<<line_blocks(lines), kThreads>>>(g, y, lines, s.n, dx, log_space);
+    CUDA_CHECK_LAUNCH("softmax_backward_block_kernel");
+  } else {
+    softmax_backward_thread_kernel<<<thread_blocks(lines), kThreads>>>(g, y, s, dx, log_space);
+    CUDA_CHECK_LAUNCH("softmax_backward_thread_kernel");
+  }
+}
+
+}  // namespace mg

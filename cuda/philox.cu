@@ -1,0 +1,112 @@
+// Counter-based random numbers on the GPU: the same Philox4x32-10 as tensor/philox.cpp, and the
+// dropout mask of autograd/ops_dropout.cpp. The number at position i of stream `seed` depends only
+// on (seed, i), so the GPU draws bit for bit the numbers the CPU draws, and a run can move between
+// devices (or restore a checkpoint on the other one) without changing its random stream.
+#include <cstdint>
+
+#include "cuda/backend.h"
+#include "cuda/check.h"
+
+namespace mg {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// tensor/philox.cpp philox4x32: 10 rounds on a 128-bit counter with a 64-bit key; the constants
+// are Random123's. __host__ too, so that it can be checked against the CPU's on the host.
+__host__ __device__ inline void philox4x32(uint32_t ctr[4], uint64_t key64) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  uint32_t k0 = static_cast<uint32_t>(key64), k1 = static_cast<uint32_t>(key64 >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = static_cast<uint64_t>(kMul0) * ctr[0];
+    const uint64_t p1 = static_cast<uint64_t>(kMul1) * ctr[2];
+    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
+    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
+    const uint32_t c1 = ctr[1], c3 = ctr[3];
+    ctr[0] = hi1 ^ c1 ^ k0;
+    ctr[1] = lo1;
+    ctr[2] = hi0 ^ c3 ^ k1;
+    ctr[3] = lo0;
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+}
+
+// tensor/philox.cpp to_uniform: the top 24 bits as an exactly representable float in [0, 1).
+__host__ __device__ inline float to_uniform(uint32_t word) {
+  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
+}
+
+// The four words of Philox block `block` (positions 4*block .. 4*block + 3) of stream `seed`.
+__host__ __device__ inline void philox_block(uint64_t seed, uint64_t block, uint32_t words[4]) {
+  words[0] = static_cast<uint32_t>(block);
+  words[1] = static_cast<uint32_t>(block >> 32);
+  words[2] = 0u;
+  words[3] = 0u;
+  philox4x32(words, seed);
+}
+
+// Philox block t of the draw [first, end): the positions of block (first >> 2) + t that lie in the
+// draw, written to out[pos - first] as the uniform or, with kMask, as keep_scale / 0 as uniform >= p.
+// The first and last blocks may be partly outside the draw when first or end is not a multiple of 4.
+// __host__ too, for the same check as philox4x32.
+template <bool kMask>
+__host__ __device__ inline void fill_block(uint64_t seed, uint64_t first, uint64_t end, uint64_t t, float p,
+                                           float keep_scale, float* out) {
+  const uint64_t block = (first >> 2) + t;
+  uint32_t words[4];
+  philox_block(seed, block, words);
+  for (int w = 0; w < 4; ++w) {
+    const uint64_t pos = (block << 2) + static_cast<uint64_t>(w);
+    if (pos < first || pos >= end) continue;
+    const float u = to_uniform(words[w]);
+    out[pos - first] = kMask ? (u >= p ? keep_scale : 0.0f) : u;
+  }
+}
+
+// Number of Philox blocks that positions [first, end) touch (end > first).
+__host__ __device__ inline uint64_t block_count(uint64_t first, uint64_t end) {
+  return ((end - 1) >> 2) - (first >> 2) + 1;
+}
+
+// tensor/philox.cpp philox_uniforms (and, with kMask, ops_dropout.cpp dropout_mask): out [n] at
+// i = uniform(first + i), or keep_scale / 0 as uniform >= p. One thread per Philox block: a block
+// gives four consecutive positions, so each is computed once (the CPU's one-at-a-time
+// philox_uniform would compute every block four times).
+template <bool kMask>
+__global__ void philox_kernel(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale, float* out) {
+  const uint64_t end = first + static_cast<uint64_t>(n);  // one past the last position
+  const uint64_t blocks = block_count(first, end);
+  for (uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < blocks;
+       t += static_cast<uint64_t>(gridDim.x) * blockDim.x)
+    fill_block<kMask>(seed, first, end, t, p, keep_scale, out);
+}
+
+// Launch over the Philox blocks that positions [first, first + n) touch.
+template <bool kMask>
+void launch_philox(const char* name, uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale,
+                   float* out) {
+  const uint64_t blocks = block_count(first, first + static_cast<uint64_t>(n));
+  const uint64_t grid = (blocks + kThreads - 1) / kThreads;
+  philox_kernel<kMask><<<static_cast<unsigned>(grid < 65535 ? grid : 65535), kThreads>>>(seed, first, n, p,
+                                                                                          keep_scale, out);
+  CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace
+
+void cuda_philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out) {
+  if (n <= 0) return;
+  launch_philox<false>("philox_kernel", seed, first, n, 0.0f, 0.0f, out);
+}
+
+void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask) {
+  if (n <= 0) return;
+  // On the host and in float, exactly as ops_dropout.cpp computes it (the caller checks p in [0, 1)).
+  const float keep_scale = 1.0f / (1.0f - p);
+  launch_philox<true>("philox_kernel<mask>", seed, first, n, p, keep_scale, mask);
+}
+
+}  // namespace mg

@@ -47,7 +47,7 @@ std::vector<int64_t> random_ids(int64_t n, int64_t V, Generator& gen) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   std::string preset = "small-mos", mode = "both";
   double seconds = 10;
   int repeats = 3, threads = 0;
@@ -161,4 +161,13 @@ int main(int argc, char** argv) {
               preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
               allocator_stats().peak_live_bytes / 1048576.0);
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_train: %s\n", e.what());
+    return 1;
+  }
 }

@@ -117,8 +117,10 @@ MG_CUDA_API(void cuda_sum_dim(const float* x, CudaSplit s, float* out))  // out 
 MG_CUDA_API(void cuda_logsumexp_dim(const float* x, CudaSplit s, float* out))
 MG_CUDA_API(void cuda_softmax(const float* x, CudaSplit s, float* y, bool log_space))
 MG_CUDA_API(void cuda_softmax_backward(const float* g, const float* y, CudaSplit s, float* dx, bool log_space))
-// Σ x² in double, returned to the host (synchronises): clip_grad_norm.
-MG_CUDA_API(double cuda_sum_squares(const float* x, int64_t n))
+// host_totals[i] = Σ xs[i]² in double for `count` tensors of ns[i] floats (clip_grad_norm): every
+// tensor reduced on the device, then one copy back, so a step waits for the GPU once, not once
+// per parameter.
+MG_CUDA_API(void cuda_sum_squares(int count, const float* const* xs, const int64_t* ns, double* host_totals))
 
 // ---- cuda/ops_index.cu: ops_index.cpp, ops_loss.cpp ----
 // Index arrays are int64 on the device (upload with cuda_copy_to_device).
@@ -145,6 +147,10 @@ MG_CUDA_API(void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, flo
 MG_CUDA_API(void cuda_lstm_forward(int64_t T, int64_t B, int64_t in, int64_t H, const float* x, const float* h0,
                                    const float* c0, const float* w_ih, const float* w_hh, const float* bias,
                                    float* acts, float* cells, float* y))
+// For B <= 32 and H <= 768 each step is one kernel (product and gates together); off, it is a
+// cuBLAS GEMM and a gate kernel, as for wider or larger layers. On by default; tests and
+// bench/bench_lstm_cuda compare both.
+MG_CUDA_API(void cuda_lstm_set_fused_steps(bool on))
 // BPTT. grad_y [T+1,B,H] as y. Writes d_gates [T*B,4H], dh [B,H] (d h0), dc [B,H] (d c0); the weight
 // and input gradients are then GEMMs the caller runs (as on the CPU). need_dh0: compute dh for t = 0.
 MG_CUDA_API(void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float* acts, const float* cells,
@@ -160,10 +166,11 @@ MG_CUDA_API(void cuda_head_row_stats(const float* z, int64_t rows, int64_t V, in
                                      const int64_t* targets, bool sig, float* lse, float* comp))
 // Per target row n: a_k = comp + log π (log_pi null: 0); nll[n] = -logsumexp_k a_k; resp = softmax_k a.
 MG_CUDA_API(void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K, float* resp, float* nll))
-// Overwrites the chunk's logits z with d loss / d z (see logits_to_grad); scale = g / N.
+// Overwrites the chunk's logits z with d loss / d z (see logits_to_grad) for the output gradient
+// g [1] (read on the device, so the host never waits): scale = g[0] * inv_n, inv_n = 1/N.
 MG_CUDA_API(void cuda_head_logits_to_grad(float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
-                                          const int64_t* targets, const float* resp, const float* lse, float scale,
-                                          bool sig))
+                                          const int64_t* targets, const float* resp, const float* lse, const float* g,
+                                          float inv_n, bool sig))
 
 // ---- cuda/optim.cu: lm/optim.cpp ----
 // One update of n parameters (see Optimizer::step); a, b are the optimizer buffers (or null).

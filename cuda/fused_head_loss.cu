@@ -125,19 +125,22 @@ __global__ void head_mix_kernel(const float* comp, const float* __restrict__ log
 }
 
 // Mirrors logits_to_grad: overwrites chunk row i (context row r = r0 + i, target t) with
-//   d loss / d z_j = c (q_j - δ_jt)                c = scale * resp[r], q_j = exp(z_j - lse[r])
+//   d loss / d z_j = c (q_j - δ_jt)                c = g inv_n resp[r], q_j = exp(z_j - lse[r])
 //                  = c (q_j - δ_jt) (2 - σ(z_j))   sigsoftmax, q_j = exp(z_j + log σ(z_j) - lse[r])
 // The CPU writes the whole row and then subtracts the target's term from zr[t], using z_t read
 // before the row was overwritten. Here every element is read and written by exactly one thread,
 // and the thread that owns j == t subtracts the term itself, from the z_t it has just read: the
 // same float operations, and no thread ever reads an element another thread writes (no barrier).
-// One block per row, as in head_row_stats: the row's c, lse and t are loaded once.
-// z [rows,V] (chunk rows, overwritten), targets [N], resp and lse [R].
+// One block per row, as in head_row_stats: the row's c, lse and t are loaded once. The output
+// gradient g is read on the device (the host never waits for it); scale = g / N as on the CPU.
+// z [rows,V] (chunk rows, overwritten), targets [N], resp and lse [R], g [1].
 template <bool kSig>
 __global__ void head_logits_to_grad_kernel(float* __restrict__ z, int64_t V, int64_t r0, int64_t K,
                                            const int64_t* __restrict__ targets, const float* __restrict__ resp,
-                                           const float* __restrict__ lse, float scale) {
+                                           const float* __restrict__ lse, const float* __restrict__ g,
+                                           float inv_n) {
   const int64_t i = blockIdx.x, r = r0 + i, t = targets[r / K];
+  const float scale = *g * inv_n;
   const float c = scale * resp[r], l = lse[r];
   float* zr = z + i * V;
   for (int64_t j = threadIdx.x; j < V; j += blockDim.x) {
@@ -187,15 +190,15 @@ void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K,
 
 // z [rows,V] chunk logits (overwritten with their gradient), targets [N], resp and lse [R].
 void cuda_head_logits_to_grad(float* z, int64_t rows, int64_t V, int64_t r0, int64_t K, const int64_t* targets,
-                              const float* resp, const float* lse, float scale, bool sig) {
+                              const float* resp, const float* lse, const float* g, float inv_n, bool sig) {
   if (rows <= 0 || V <= 0) return;
   if (sig) {
-    head_logits_to_grad_kernel<true><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse,
-                                                                                 scale);
+    head_logits_to_grad_kernel<true><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse, g,
+                                                                                 inv_n);
     CUDA_CHECK_LAUNCH("head_logits_to_grad_kernel<sig>");
   } else {
-    head_logits_to_grad_kernel<false><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse,
-                                                                                  scale);
+    head_logits_to_grad_kernel<false><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse, g,
+                                                                                  inv_n);
     CUDA_CHECK_LAUNCH("head_logits_to_grad_kernel");
   }
 }

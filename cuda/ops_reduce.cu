@@ -91,18 +91,17 @@ int partial_count(int64_t n) {
   return static_cast<int>(p < 1 ? 1 : (p > kMaxPartials ? kMaxPartials : p));
 }
 
-// Both passes; scratch holds the P partials and, after them, the double total.
+// Both passes: the total to *out_f (a float) and/or *out_d (a double), both on the device.
 template <bool kSquares>
-void sum_two_pass(const float* x, int64_t n, float* out_f, double* host_total) {
+void sum_two_pass(const float* x, int64_t n, float* out_f, double* out_d) {
   const int P = partial_count(n);
-  const size_t bytes = sizeof(double) * static_cast<size_t>(P + 1);
+  const size_t bytes = sizeof(double) * static_cast<size_t>(P);
   double* scratch = static_cast<double*>(cuda_allocate_bytes(bytes));
   try {
     sum_partials_kernel<kSquares><<<P, kThreads>>>(x, n, scratch);
     CUDA_CHECK_LAUNCH(kSquares ? "sum_partials_kernel<squares>" : "sum_partials_kernel");
-    sum_finish_kernel<<<1, kThreads>>>(scratch, P, out_f, host_total ? scratch + P : nullptr);
+    sum_finish_kernel<<<1, kThreads>>>(scratch, P, out_f, out_d);
     CUDA_CHECK_LAUNCH("sum_finish_kernel");
-    if (host_total) cuda_copy_to_host(host_total, scratch + P, sizeof(double));  // synchronises
   } catch (...) {
     cuda_release_bytes(scratch, bytes);
     throw;
@@ -304,11 +303,21 @@ void cuda_sum_all(const float* x, int64_t n, float* out) {
   sum_two_pass<false>(x, n, out, nullptr);
 }
 
-double cuda_sum_squares(const float* x, int64_t n) {
-  if (n <= 0) return 0.0;
-  double total = 0;
-  sum_two_pass<true>(x, n, nullptr, &total);
-  return total;
+void cuda_sum_squares(int count, const float* const* xs, const int64_t* ns, double* host_totals) {
+  if (count <= 0) return;
+  const size_t bytes = sizeof(double) * static_cast<size_t>(count);
+  double* totals = static_cast<double*>(cuda_allocate_bytes(bytes));
+  try {
+    for (int i = 0; i < count; ++i) {
+      if (ns[i] <= 0) CUDA_CHECK(cudaMemsetAsync(totals + i, 0, sizeof(double), 0));
+      else sum_two_pass<true>(xs[i], ns[i], nullptr, totals + i);
+    }
+    cuda_copy_to_host(host_totals, totals, bytes);  // the one synchronisation
+  } catch (...) {
+    cuda_release_bytes(totals, bytes);
+    throw;
+  }
+  cuda_release_bytes(totals, bytes);
 }
 
 void cuda_sum_dim(const float* x, CudaSplit s, float* out) {

@@ -147,8 +147,11 @@ void cuda_reset_peak() {
 }
 
 // ---- copies ----
+// Asynchronous: from pageable memory the driver stages the bytes before returning, so host_src may
+// change right after, but the host does not wait for the GPU's queue (a token-id upload per op
+// would otherwise stall the pipeline at every step).
 void cuda_copy_to_device(void* dst, const void* host_src, size_t bytes) {
-  if (bytes) CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+  if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, 0));
 }
 
 void cuda_copy_to_host(void* host_dst, const void* src, size_t bytes) {
@@ -166,13 +169,14 @@ namespace {
 
 bool g_tf32 = false;
 
+cublasHandle_t g_handle = nullptr;
+
 cublasHandle_t blas() {
-  static cublasHandle_t handle = [] {
-    cublasHandle_t h = nullptr;
-    CUBLAS_CHECK(cublasCreate(&h));
-    std::atexit([] { cublasDestroy(handle); });  // its workspace back to the driver before the runtime goes
-    return h;
-  }();
+  if (!g_handle) {
+    CUBLAS_CHECK(cublasCreate(&g_handle));
+    std::atexit([] { cublasDestroy(g_handle); });  // its workspace back to the driver before the runtime goes
+  }
+  cublasHandle_t handle = g_handle;
   // Pedantic FP32 unless --tf32: the default math mode may still pick reduced-precision paths when
   // NVIDIA_TF32_OVERRIDE is set in the environment.
   static bool mode_tf32 = !g_tf32;

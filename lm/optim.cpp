@@ -151,13 +151,18 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
   // vectorizes), the blocks added in order: parallel, and the same bits for any thread count.
   constexpr int64_t kBlock = 8192;
   double total = 0;
+  {  // GPU gradients: reduced per tensor on the device, fetched together, added in parameter order
+    std::vector<const float*> xs;
+    std::vector<int64_t> ns;
+    for (const Tensor& p : params)
+      if (p.grad().defined() && p.grad().is_cuda()) xs.push_back(p.grad().data_ptr()), ns.push_back(p.grad().numel());
+    std::vector<double> totals(xs.size());
+    if (!xs.empty()) cuda_sum_squares(static_cast<int>(xs.size()), xs.data(), ns.data(), totals.data());
+    for (double v : totals) total += v;
+  }
   for (const Tensor& p : params) {
     const Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (g.is_cuda()) {  // per tensor on the GPU, then added here in parameter order
-      total += cuda_sum_squares(g.data_ptr(), g.numel());
-      continue;
-    }
+    if (!g.defined() || g.is_cuda()) continue;
     const float* d = g.data();
     const int64_t n = g.numel(), blocks = (n + kBlock - 1) / kBlock;
     std::vector<double> partial(static_cast<size_t>(blocks));

@@ -172,9 +172,13 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                        " is outside the vocabulary [0, " + std::to_string(V) + ")");
 
   check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
-  const bool keep = is_grad_enabled() && R * V <= g_keep_logits_floats &&
+  // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next to
+  // the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
+  const int64_t keep_limit = ctx_in.is_cuda() ? 4 * g_keep_logits_floats : g_keep_logits_floats;
+  const bool keep = is_grad_enabled() && R * V <= keep_limit &&
                     (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
-  const int64_t stream_rows = g_stream_chunk_rows > 0 ? g_stream_chunk_rows : kStreamChunkFloats / V;
+  const int64_t chunk_floats = ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs
+  const int64_t stream_rows = g_stream_chunk_rows > 0 ? g_stream_chunk_rows : chunk_floats / V;
   const int64_t chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
   if (ctx_in.is_cuda())
     return fused_mixture_nll_cuda(ctx_in, W_in, b_in, log_pi_in, targets, K, sig, keep, chunk_rows);

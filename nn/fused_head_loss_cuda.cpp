@@ -1,7 +1,7 @@
 // The fused head loss on the GPU: the same algorithm as nn/fused_head_loss.cpp (read its header for
 // the equations), with cuBLAS for the three GEMMs and the per-row work in cuda/fused_head_loss.cu.
 // Everything per row (lse, the target's component log-prob, the responsibilities) stays on the
-// device; the only host synchronisation is reading the output gradient's value in backward.
+// device, and so is the output gradient backward scales by: the host never waits for the GPU here.
 #include <memory>
 
 #include "autograd/kernels.h"
@@ -32,7 +32,8 @@ void chunk_logits_cuda(const SavedCuda& s, int64_t r0, int64_t rows, float* z) {
 
 std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0), N = R / s.K;
-  const float scale = g.item() / static_cast<float>(N);
+  const float inv_n = 1.0f / static_cast<float>(N);  // scale = g / N, formed on the device
+  const Tensor g_dev = contiguous_data(g);
   Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}, Device::CUDA) : Tensor();
   Tensor d_W = s.need_W ? Tensor::empty({V, E}, Device::CUDA) : Tensor();
   Tensor d_b = s.need_b ? Tensor::empty({V}, Device::CUDA) : Tensor();
@@ -43,8 +44,8 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
       const int64_t rows = std::min(s.chunk_rows, R - r0);
       float* z = kept ? s.logits.data_ptr() + r0 * V : block.data_ptr();  // overwritten: backward runs once
       if (!kept) chunk_logits_cuda(s, r0, rows, z);
-      cuda_head_logits_to_grad(z, rows, V, r0, s.K, s.targets->get(), s.resp.data_ptr(), s.lse.data_ptr(), scale,
-                               s.sig);
+      cuda_head_logits_to_grad(z, rows, V, r0, s.K, s.targets->get(), s.resp.data_ptr(), s.lse.data_ptr(),
+                               g_dev.data_ptr(), inv_n, s.sig);
       // d ctx = dz W;  d W += dz^T ctx;  d b += column sums of dz — chunks in a fixed order.
       if (s.need_ctx)
         cuda_gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data_ptr(), E, 0.0f, d_ctx.data_ptr() + r0 * E, E);
@@ -63,9 +64,12 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
       }
     }
   }
-  // d loss / d log π_nk = -r_nk / N (times g)
-  const Tensor d_pi =
-      s.need_pi ? cuda_map_unary(CudaUnary::MulScalar, reshape(s.resp, {N, s.K}), -scale) : Tensor();
+  // d loss / d log π_nk = -g r_nk / N
+  const Tensor d_pi = s.need_pi ? cuda_map_unary(CudaUnary::MulScalar,
+                                                 cuda_map_binary("fused_mixture_nll", CudaBinary::Mul,
+                                                                 reshape(s.resp, {N, s.K}), g_dev),
+                                                 -inv_n)
+                                : Tensor();
   return {d_ctx, d_W, d_b, d_pi};
 }
 

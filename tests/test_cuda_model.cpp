@@ -79,29 +79,32 @@ TEST(CudaModel, OptimizerStepsAndClippingMatchTheCpu) {
   }
 }
 
-// On Penn Treebank: on the 25-word synthetic corpus a tiny model at lr 20 memorises its sentences
-// and the run is chaotic (CPU and GPU rounding drift apart by 1e-3 after ~25 steps, as two CPU
-// GEMM kernels would); on real text 200 steps stay together.
+// At the preset's lr 20 training is chaotic: two correct CPU runs, the fused LSTM against the
+// step-by-step one, differ by 1.2e-4 at step 17, 1.6e-3 at step 29 and 7.7e-2 at step 37 on PTB
+// (measured), and so does the GPU. So the 200 steps run at lr 2, where those two CPU runs stay
+// within 1.4e-6 of each other; and the first 20 steps at lr 20.
 TEST(CudaModel, TwoHundredTinyStepsFollowTheCpuLossTrajectory) {
   MG_SKIP_WITHOUT_CUDA();
   const std::string dir = resolve_data_dir();
   if (!std::filesystem::exists(dir + "/ptb.train.txt")) GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
   const Corpus corpus = load_corpus(dir);
-  TrainConfig cfg = preset_config("tiny");
-  cfg.data = corpus.dir, cfg.max_steps = 200, cfg.epochs = 1000, cfg.test_at_end = false, cfg.log_interval = 1000;
-  cfg.save = mgtest::temp_dir("cuda_tiny_cpu");
-  const std::vector<double> on_cpu = mgtest::run_collecting(cfg, corpus);
-  cfg.device = Device::CUDA, cfg.save = mgtest::temp_dir("cuda_tiny_gpu");
-  const std::vector<double> on_gpu = mgtest::run_collecting(cfg, corpus);
-  ASSERT_EQ(on_cpu.size(), 200u);
-  ASSERT_EQ(on_gpu.size(), on_cpu.size());
-  double worst = 0;
-  for (size_t i = 0; i < on_cpu.size(); ++i) {
-    EXPECT_NEAR(on_gpu[i], on_cpu[i], 1e-3) << "step " << i + 1;
-    worst = std::max(worst, std::fabs(on_gpu[i] - on_cpu[i]));
+  for (const auto& [lr, steps] : std::vector<std::pair<float, int64_t>>{{2.0f, 200}, {20.0f, 20}}) {
+    TrainConfig cfg = preset_config("tiny");
+    cfg.data = corpus.dir, cfg.max_steps = steps, cfg.lr = lr, cfg.epochs = 1000, cfg.test_at_end = false;
+    cfg.log_interval = 1000, cfg.save = mgtest::temp_dir("cuda_tiny_cpu");
+    const std::vector<double> on_cpu = mgtest::run_collecting(cfg, corpus);
+    cfg.device = Device::CUDA, cfg.save = mgtest::temp_dir("cuda_tiny_gpu");
+    const std::vector<double> on_gpu = mgtest::run_collecting(cfg, corpus);
+    ASSERT_EQ(on_cpu.size(), static_cast<size_t>(steps));
+    ASSERT_EQ(on_gpu.size(), on_cpu.size());
+    double worst = 0;
+    for (size_t i = 0; i < on_cpu.size(); ++i) {
+      EXPECT_NEAR(on_gpu[i], on_cpu[i], 1e-3) << "lr " << lr << ", step " << i + 1;
+      worst = std::max(worst, std::fabs(on_gpu[i] - on_cpu[i]));
+    }
+    std::printf("tiny, lr %g, %lld steps: first loss %.6f, last %.6f (CPU %.6f); largest per-step difference %.2e\n",
+                lr, static_cast<long long>(steps), on_gpu[0], on_gpu.back(), on_cpu.back(), worst);
   }
-  std::printf("tiny, 200 steps: first loss %.6f, last %.6f (CPU %.6f); largest per-step difference %.2e\n", on_gpu[0],
-              on_gpu.back(), on_cpu.back(), worst);
 }
 
 TEST(CudaModel, ResumeOnTheGpuIsExactAndCheckpointsMoveBetweenDevices) {

@@ -5,6 +5,7 @@
 // visibly, except the ones that check the errors a user sees then.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <functional>
 
 #include "autograd/ops.h"
@@ -193,18 +194,25 @@ TEST(CudaOps, ShapeOpsIndexingAndLoss) {
   expect_same_on_gpu("nll_loss", [&](auto& x) { return nll_loss(log_softmax(x[0], 1), cols); }, {a});
 }
 
+// Both GPU step paths: one kernel per step (float4 loads when H % 4 == 0, scalar loads for H = 7,
+// batch buckets of 8, 16 and 32 rows) and cuBLAS + gate kernel (always for B = 33 > 32).
 TEST(CudaOps, FusedLstmMatchesTheCpu) {
   MG_SKIP_WITHOUT_CUDA();
-  const int64_t T = 7, B = 3, in = 5, H = 8;
-  auto f = [&](auto& v) {
-    const auto [y, state] = lstm_fused(v[0], {v[1], v[2]}, {v[3], v[4], v[5], v[6]});
-    return cat({reshape(y, {T * B, H}), state.c}, 0);  // every h_t and c_T
-  };
-  expect_same_on_gpu("lstm_fused", f,
-                     {rand({T, B, in}, 1), rand({B, H}, 2, -0.5f, 0.5f), rand({B, H}, 3, -0.5f, 0.5f),
-                      rand({4 * H, in}, 4, -0.4f, 0.4f), rand({4 * H, H}, 5, -0.4f, 0.4f), rand({4 * H}, 6, -0.4f, 0.4f),
-                      rand({4 * H}, 7, -0.4f, 0.4f)},
-                     1e-5, 1e-6);
+  for (bool one_kernel : {true, false})
+  for (const auto& [T, B, in, H] : std::vector<std::array<int64_t, 4>>{{7, 3, 5, 8}, {4, 5, 3, 7}, {3, 33, 4, 8},
+                                                                      {5, 20, 16, 64}, {3, 12, 8, 12}}) {
+    cuda_lstm_set_fused_steps(one_kernel);
+    auto f = [&, T = T, B = B, H = H](auto& v) {
+      const auto [y, state] = lstm_fused(v[0], {v[1], v[2]}, {v[3], v[4], v[5], v[6]});
+      return cat({reshape(y, {T * B, H}), state.c}, 0);  // every h_t and c_T
+    };
+    expect_same_on_gpu(std::string(one_kernel ? "one kernel per step" : "cuBLAS per step") + " T=" + std::to_string(T) + " B=" + std::to_string(B) + " H=" + std::to_string(H), f,
+                       {rand({T, B, in}, 1), rand({B, H}, 2, -0.5f, 0.5f), rand({B, H}, 3, -0.5f, 0.5f),
+                        rand({4 * H, in}, 4, -0.4f, 0.4f), rand({4 * H, H}, 5, -0.4f, 0.4f),
+                        rand({4 * H}, 6, -0.4f, 0.4f), rand({4 * H}, 7, -0.4f, 0.4f)},
+                       1e-5, 1e-6);
+    cuda_lstm_set_fused_steps(true);
+  }
 }
 
 TEST(CudaOps, FusedHeadLossMatchesTheCpuForEveryKindAndPath) {

@@ -1,0 +1,81 @@
+// The GPU LSTM's two step paths side by side at the presets' shapes: one kernel per step
+// (product and gates together) against a cuBLAS GEMM plus a gate kernel per step.
+//   build/release-cuda/bench/bench_lstm_cuda [--repeats 20]
+// Prints, per shape, the milliseconds of one forward and of one forward + backward (medians).
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "autograd/ops.h"
+#include "cuda/backend.h"
+#include "nn/lstm.h"
+
+using namespace mg;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Median milliseconds of fn over `repeats` runs (synchronised before and after each), after a warm-up.
+template <typename Fn>
+double time_ms(Fn fn, int repeats) {
+  fn();
+  cuda_synchronize();
+  std::vector<double> ms;
+  for (int r = 0; r < repeats; ++r) {
+    const auto t0 = Clock::now();
+    fn();
+    cuda_synchronize();
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return median(ms);
+}
+
+}  // namespace
+
+int run(int argc, char** argv) {
+  int repeats = 20;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "--repeats" && i + 1 < argc) repeats = std::stoi(argv[++i]);
+  require_cuda();
+  struct Shape4 { const char* name; int64_t T, B, in, H; };
+  const std::vector<Shape4> shapes = {{"small layer 1 (train)", 35, 20, 200, 400}, {"small layer 1 (eval)", 35, 10, 200, 400},
+                                      {"mos-paper layer 1 (train)", 70, 12, 280, 960},
+                                      {"mos-paper layer 1 (eval)", 70, 10, 280, 960},
+                                      {"mos-paper layer 3 (train)", 70, 12, 960, 620}};
+  std::printf("%-28s %12s %12s %12s %12s\n", "shape (T,B,in,H)", "fused fwd", "cuBLAS fwd", "fused f+b", "cuBLAS f+b");
+  for (const Shape4& s : shapes) {
+    Generator gen(1);
+    const float k = 1.0f / std::sqrt(static_cast<float>(s.H));
+    auto param = [&](const mg::Shape& shape) { return Tensor::uniform(shape, -k, k, gen).cuda().requires_grad_(); };
+    const Tensor x = Tensor::uniform({s.T, s.B, s.in}, -1, 1, gen).cuda().requires_grad_();
+    const LSTMWeights w{param({4 * s.H, s.in}), param({4 * s.H, s.H}), param({4 * s.H}), param({4 * s.H})};
+    const LSTMState h0{Tensor::zeros({s.B, s.H}, Device::CUDA), Tensor::zeros({s.B, s.H}, Device::CUDA)};
+    const Tensor dy = Tensor::ones({s.T, s.B, s.H}, Device::CUDA);
+    double ms[4];
+    for (int fused = 1, col = 0; fused >= 0; --fused, ++col) {
+      cuda_lstm_set_fused_steps(fused == 1);
+      ms[col] = time_ms([&] { NoGradGuard no_grad; lstm_fused(x, h0, w); }, repeats);
+      ms[col + 2] = time_ms([&] { lstm_fused(x, h0, w).first.backward(dy); }, repeats);
+    }
+    cuda_lstm_set_fused_steps(true);
+    std::printf("%-28s %9.3f ms %9.3f ms %9.3f ms %9.3f ms\n", s.name, ms[0], ms[1], ms[2], ms[3]);
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_lstm_cuda: %s\n", e.what());
+    return 1;
+  }
+}

@@ -7,7 +7,9 @@
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
 #   make clean
 #
-# Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend).
+# Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend,
+# built into build/<mode>-cuda; CUDA_HOME, CUDA_ARCH). `make CUDA=1 test` runs the suite with the GPU
+# tests, which skip when no GPU is present.
 
 CXX      ?= g++
 MODE     ?= release
@@ -103,8 +105,8 @@ asan:
 # The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.
 # make run ARGS="--max-minutes 15 --save runs/mos15").
 run:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/mosgrad
-	./build/release/mosgrad train --preset small-mos $(ARGS)
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(BUILD)/mosgrad
+	./$(BUILD)/mosgrad train --preset small-mos $(ARGS)
 
 # Penn Treebank (Mikolov's preprocessing) into data/ptb/, for machines with internet. Checked
 # against the MD5 sums of the files every paper uses.

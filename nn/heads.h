@@ -64,8 +64,9 @@ Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, co
 // arguments are checked: keep the logits for backward, or stream them in chunks of chunk_rows.
 Tensor fused_mixture_nll_cuda(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
                               const std::vector<int64_t>& targets, int64_t K, bool sig, bool keep, int64_t chunk_rows);
-// Logits [N*K,V] up to this many floats are kept from forward to backward (default 64M = 256 MB);
-// larger ones are recomputed chunk by chunk. Returns the previous limit (tests run both paths).
+// Logits [N*K,V] up to this many floats are kept from forward to backward (default 64M = 256 MB;
+// on the GPU four times as many); larger ones are recomputed chunk by chunk. Returns the previous
+// limit (tests run both paths).
 int64_t set_fused_logits_keep_limit(int64_t floats);
 // Rows per chunk when the logits stream (0, the default: about 8M logits per chunk). Returns the
 // previous value; tests set a small one so that several chunks and a ragged tail are exercised.

@@ -91,9 +91,10 @@ bench:
 	bash bench/run.sh
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
+RELEASE := build/release$(if $(filter 1,$(CUDA)),-cuda)
 test:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(BUILD)/run_tests
-	./$(BUILD)/run_tests $(GTEST_FLAGS)
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests
+	./$(RELEASE)/run_tests $(GTEST_FLAGS)
 
 debug:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)
@@ -105,8 +106,8 @@ asan:
 # The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.
 # make run ARGS="--max-minutes 15 --save runs/mos15").
 run:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(BUILD)/mosgrad
-	./$(BUILD)/mosgrad train --preset small-mos $(ARGS)
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/mosgrad
+	./$(RELEASE)/mosgrad train --preset small-mos $(ARGS)
 
 # Penn Treebank (Mikolov's preprocessing) into data/ptb/, for machines with internet. Checked
 # against the MD5 sums of the files every paper uses.

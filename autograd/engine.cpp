@@ -46,6 +46,7 @@ bool sole_owner(const Tensor& t) {
 // variable is a single handle too, and it must not become the leaf's gradient.
 void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad, bool may_adopt) {
   TensorImpl& impl = leaf.impl();
+  check_same_device("backward: the gradient of '" + leaf.name() + "'", {leaf, grad});
   if (!impl.grad) {
     // The leaf must own its gradient: `grad` may be a view of another node's gradient, or shared.
     // A gradient nobody else holds is adopted as is (a weight's gradient is millions of floats).
@@ -54,7 +55,6 @@ void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad, bool may_adopt
   }
   Tensor acc(impl.grad);
   Tensor g = grad.is_contiguous() ? grad : copy_contiguous(grad);
-  check_same_device("backward: accumulating a gradient into '" + leaf.name() + "'", {acc, g});
   if (acc.is_cuda()) {
     cuda_accumulate(acc.data_ptr(), g.data_ptr(), acc.numel());
     return;

@@ -49,7 +49,12 @@ Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
 DeviceIndices::DeviceIndices(const std::vector<int64_t>& host) : n_(static_cast<int64_t>(host.size())) {
   const size_t bytes = std::max<size_t>(1, host.size()) * sizeof(int64_t);
   data_ = static_cast<int64_t*>(cuda_allocate_bytes(bytes));
-  cuda_copy_to_device(data_, host.data(), host.size() * sizeof(int64_t));
+  try {
+    cuda_copy_to_device(data_, host.data(), host.size() * sizeof(int64_t));
+  } catch (...) {
+    cuda_release_bytes(data_, bytes);
+    throw;
+  }
 }
 
 DeviceIndices::~DeviceIndices() { cuda_release_bytes(data_, std::max<int64_t>(1, n_) * sizeof(int64_t)); }

@@ -286,12 +286,17 @@ void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float* acts, cons
     src.shape[0] = dst.shape[0] = H, src.shape[1] = dst.shape[1] = G;
     src.strides[0] = 1, src.strides[1] = H;  // W_hh [4H,H] read as its transpose
     dst.strides[0] = G, dst.strides[1] = 1;
-    cuda_copy_strided(w_hh, src, w_hh_t, dst);
-    for (int64_t t = T - 1; t >= 0; --t) {
-      const float* c_prev = t > 0 ? cells + (t - 1) * BH : c0;
-      const float* dg_next = t + 1 < T ? d_gates + (t + 1) * B * G : nullptr;
-      launch_step_backward(B, H, w_hh_t, dg_next, acts + t * B * G, cells + t * BH, c_prev, grad_y + t * BH, dc,
-                           d_gates + t * B * G);
+    try {
+      cuda_copy_strided(w_hh, src, w_hh_t, dst);
+      for (int64_t t = T - 1; t >= 0; --t) {
+        const float* c_prev = t > 0 ? cells + (t - 1) * BH : c0;
+        const float* dg_next = t + 1 < T ? d_gates + (t + 1) * B * G : nullptr;
+        launch_step_backward(B, H, w_hh_t, dg_next, acts + t * B * G, cells + t * BH, c_prev, grad_y + t * BH, dc,
+                             d_gates + t * B * G);
+      }
+    } catch (...) {
+      cuda_release_bytes(w_hh_t, sizeof(float) * G * H);
+      throw;
     }
     cuda_release_bytes(w_hh_t, sizeof(float) * G * H);  // stream-ordered: reused only after these kernels
     if (need_dh0) cuda_gemm(false, false, B, H, G, 1.0f, d_gates, G, w_hh, H, 0.0f, dh, H);  // d h0 = dG_0 W_hh

@@ -72,8 +72,8 @@ void free_cached_blocks(DeviceCache& c) {
 }  // namespace
 
 // At exit the cached blocks go back to the driver (tools like compute-sanitizer's leak check would
-// otherwise report the cache as leaked). Registered after the first cudaMalloc, so it runs before
-// the CUDA runtime's own teardown.
+// otherwise report the cache as leaked). Registered at the first allocation, after the runtime
+// started (cuda_is_available() or Tensor::to ran first), so it runs before the runtime's teardown.
 void release_cache_at_exit() {
   DeviceCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
@@ -230,10 +230,13 @@ struct GemmTiming {
     CUDA_CHECK(cudaEventRecord(start, 0));
     t.pending.emplace_back(start, stop);
   }
-  ~GemmTiming() {
+  ~GemmTiming() {  // never throws: an error here would surface at the next CUDA call anyway
     if (!stop) return;
     cudaEventRecord(stop, 0);
-    if (gemm_timer().pending.size() >= 4096) gemm_timer().fold();
+    try {
+      if (gemm_timer().pending.size() >= 4096) gemm_timer().fold();
+    } catch (...) {
+    }
   }
 };
 
@@ -258,6 +261,10 @@ double cuda_gemm_timing(bool on) {
 void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (M == 0 || N == 0) return;
+  if (K == 0) {  // C = beta C; cuBLAS still wants leading dimensions that fit an empty operand
+    ldb = std::max<int64_t>(ldb, trans_b ? 1 : N);
+    lda = std::max<int64_t>(lda, trans_a ? M : 1);
+  }
   const GemmTiming timing;
   CUBLAS_CHECK(cublasSgemm(blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                            static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
@@ -268,6 +275,10 @@ void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t
                        const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
                        float beta, float* C, int64_t ldc, int64_t stride_c) {
   if (G == 0 || M == 0 || N == 0) return;
+  if (K == 0) {
+    ldb = std::max<int64_t>(ldb, trans_b ? 1 : N);
+    lda = std::max<int64_t>(lda, trans_a ? M : 1);
+  }
   const GemmTiming timing;
   CUBLAS_CHECK(cublasSgemmStridedBatched(blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                          static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,

@@ -48,6 +48,8 @@ void Optimizer::step(float lr) {
   for (Slot& s : slots_) {
     const Tensor grad = s.param.grad();
     if (!grad.defined()) continue;
+    check_same_device("optimizer step on '" + s.name + "' (move the model before building the optimizer)",
+                      {s.param, grad, s.buf_a, s.buf_b});
     if (s.param.is_cuda()) {  // the same update as one kernel (cuda/optim.cu)
       cuda_optimizer_step(static_cast<CudaOptimizer>(kind_), s.param.data_ptr(), grad.data_ptr(),
                           s.buf_a.defined() ? s.buf_a.data_ptr() : nullptr,
@@ -96,6 +98,7 @@ void Optimizer::zero_grad() {
 }
 
 static void swap_values(Tensor& a, Tensor& b) {
+  check_same_device("ASGD weight swap", {a, b});
   if (a.is_cuda()) return cuda_swap(a.data_ptr(), b.data_ptr(), a.numel());
   float* x = a.data();
   float* y = b.data();

@@ -80,7 +80,11 @@ void TrainConfig::set(const std::string& raw_name, const std::string& value) {
   else if (name == "log_interval") log_interval = as_int();
   else if (name == "seed") seed = static_cast<uint64_t>(as_int());
   else if (name == "threads") threads = static_cast<int>(as_int());
-  else if (name == "device") device = parse_device(value);
+  else if (name == "device") {
+    if (value != "cpu" && value != "cuda")
+      throw std::invalid_argument("--" + raw_name + " expects cpu or cuda, got '" + value + "'");
+    device = parse_device(value);
+  }
   else if (name == "tf32") tf32 = as_bool();
   else if (name == "max_minutes") max_minutes = as_float();
   else if (name == "max_steps") max_steps = as_int();

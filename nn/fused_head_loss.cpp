@@ -16,6 +16,7 @@
 // of rows, reduced to (log-sum, target logit), and dropped; backward recomputes each chunk. Peak
 // extra memory is then one [chunk, V] block instead of ~6 [N*K, V].
 #include <cmath>
+#include <cstdint>
 
 #include "autograd/kernels.h"
 #include "autograd/ops.h"
@@ -174,7 +175,9 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
   check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
   // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next to
   // the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
-  const int64_t keep_limit = ctx_in.is_cuda() ? 4 * g_keep_logits_floats : g_keep_logits_floats;
+  const int64_t keep_limit = !ctx_in.is_cuda()                                  ? g_keep_logits_floats
+                             : g_keep_logits_floats > INT64_MAX / 4 ? INT64_MAX
+                                                                     : 4 * g_keep_logits_floats;
   const bool keep = is_grad_enabled() && R * V <= keep_limit &&
                     (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
   const int64_t chunk_floats = ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs

@@ -39,6 +39,12 @@ void print_dim(std::ostringstream& os, const Tensor& t, int d, int64_t pos, int 
 
 std::string Tensor::debug_string(int max_per_dim) const {
   if (!defined()) return "Tensor(undefined)";
+  if (is_cuda()) {  // the numbers of a host copy (gdb's mg_print works on GPU tensors too)
+    Tensor host = cpu();
+    host.impl().requires_grad = requires_grad(), host.impl().grad_fn = grad_fn();
+    std::string s = host.debug_string(max_per_dim);
+    return s.insert(s.size() - 1, ", device=cuda");
+  }
   std::ostringstream os;
   os << "tensor(";
   if (dim() == 0) {

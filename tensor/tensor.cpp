@@ -229,6 +229,7 @@ void Tensor::backward() const {
 
 void Tensor::backward(const Tensor& grad_output) const {
   check_same_shape("backward", *this, grad_output);
+  check_same_device("backward", {*this, grad_output});
   run_backward(*this, grad_output);
 }
 

@@ -4,7 +4,8 @@
 # over the GPU tests, and a short training run of small-mos on the GPU.
 #   MOSGRAD_DATA   Penn Treebank folder (default data/ptb)
 #   GTEST_SRC      googletest's source (googletest/{include,src}) when the machine has no libgtest
-#   STEPS          training steps of the run (default 300)
+#   STEPS          training steps of the run (default 300; 0 skips it)
+#   GTEST_FLAGS    passed to the suite (e.g. --gtest_filter='Cuda*'); SANITIZER_FILTER picks its tests
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export MOSGRAD_DATA="${MOSGRAD_DATA:-data/ptb}"
@@ -23,8 +24,13 @@ if [ -n "${GTEST_SRC:-}" ]; then  # build googletest once into build/gtest and p
 fi
 
 status=0
-make CUDA=1 -j"$JOBS" build/release-cuda/run_tests build/release-cuda/mosgrad 2>&1 | grep -E "error|warning" ; 
-[ -x build/release-cuda/run_tests ] || { echo "gpu_check: build failed"; exit 1; }
+mkdir -p build
+rm -f build/release-cuda/run_tests build/release-cuda/mosgrad  # never run a stale binary
+if ! make CUDA=1 -j"$JOBS" build/release-cuda/run_tests build/release-cuda/mosgrad >build/gpu_check_build.log 2>&1; then
+  grep -E "error" build/gpu_check_build.log | head -20
+  echo "gpu_check: the build failed (build/gpu_check_build.log)"
+  exit 1
+fi
 echo "== the whole suite, CUDA build"
 ./build/release-cuda/run_tests ${GTEST_FLAGS:-} || status=1
 if command -v compute-sanitizer >/dev/null; then
@@ -32,7 +38,7 @@ if command -v compute-sanitizer >/dev/null; then
   compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 \
     ./build/release-cuda/run_tests --gtest_filter="${SANITIZER_FILTER:-Cuda*}:-CudaErrors.RunningOutOfGpuMemory*" --gtest_brief=1 || status=1
 fi
-if [ -f "$MOSGRAD_DATA/ptb.train.txt" ]; then
+if [ "${STEPS:-300}" != 0 ] && [ -f "$MOSGRAD_DATA/ptb.train.txt" ]; then
   echo "== small-mos on the GPU, ${STEPS:-300} steps"
   ./build/release-cuda/mosgrad train --preset small-mos --device cuda --data "$MOSGRAD_DATA" --save build/gpu_run \
     --max-steps "${STEPS:-300}" --log-interval 100 --test-at-end false || status=1

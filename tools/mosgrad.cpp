@@ -161,7 +161,9 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
 
 // --device for the commands that run a saved model: checked first, then the model moved there.
 Device device_flag(const Args& a) {
-  const Device device = parse_device(a.get("device", "cpu"));
+  const std::string name = a.get("device", "cpu");
+  if (name != "cpu" && name != "cuda") throw std::invalid_argument("--device expects cpu or cuda, got '" + name + "'");
+  const Device device = parse_device(name);
   if (device == Device::CUDA) require_cuda();
   return device;
 }

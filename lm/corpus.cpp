@@ -219,4 +219,15 @@ std::string resolve_data_dir(const std::string& explicit_dir) {
   return dir;  // let load_corpus report it as missing, under the name the user gave
 }
 
+void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::string& what) {
+  if (corpus.size() != trained.size())
+    throw std::runtime_error(what + " was trained on a vocabulary of " + std::to_string(trained.size()) +
+                             " words, the corpus has " + std::to_string(corpus.size()) + " (another data set?)");
+  for (int64_t i = 0; i < corpus.size(); ++i)
+    if (corpus.word(i) != trained.word(i))
+      throw std::runtime_error(what + " was trained on another vocabulary: word " + std::to_string(i) + " is '" +
+                               trained.word(i) + "' there and '" + corpus.word(i) +
+                               "' in the corpus (the same words in another order would score nonsense)");
+}
+
 }  // namespace mg

@@ -87,4 +87,8 @@ std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool g
 // Returns the chosen path without checking the files in it; load_corpus does that.
 std::string resolve_data_dir(const std::string& explicit_dir = "");
 
+// Throws unless `corpus` and `trained` are the same vocabulary, word for word and in order: the same
+// size is not enough (the same words in another order score nonsense). `what` names the file.
+void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::string& what);
+
 }  // namespace mg

@@ -92,14 +92,31 @@ void clear_training_stop() { g_stop = 0; }
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks, bool finetune) {
   using Clock = std::chrono::steady_clock;
   if (cfg.threads > 0) set_num_threads(cfg.threads);
-  std::filesystem::create_directories(cfg.save);
   const std::string state_path = cfg.save + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt");
   const std::string best_path = cfg.save + "/best.ckpt";
+  // Never replace a user's run with a worse or half-made one: without --resume a directory that
+  // holds a run is refused; with it, there must be something to resume.
+  if (cfg.resume && !std::filesystem::exists(state_path))
+    throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
+                                (finetune ? " (start finetuning without --resume)" : " (start a new run without --resume)"));
+  if (!cfg.resume && !finetune)
+    for (const char* file : {"/checkpoint.ckpt", "/best.ckpt"})
+      if (std::filesystem::exists(cfg.save + file))
+        throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + cfg.save + file +
+                                    "): continue it with --resume, or choose another --save");
+  std::filesystem::create_directories(cfg.save);
   auto say = [&](const std::string& line) { if (hooks.display) hooks.display->message(line); };
 
   // ---- data: B columns for training, eval_batch_size for validation, test_batch_size for test ----
   const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
   const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
+  if (val_data.rows < 2)  // a validation with no targets would score ppl 1 and be "best" forever
+    throw std::invalid_argument("the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
+                                std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
+                                " tokens); it needs at least 2 tokens per column");
+  if (batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size).rows < 2)
+    throw std::invalid_argument("the training split of " + corpus.dir + " is too short for --batch_size " +
+                                std::to_string(cfg.batch_size));
 
   // ---- model and optimizer ----
   ModelConfig model_cfg = cfg.model;
@@ -122,6 +139,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // ---- resume: every piece of state back, so the losses continue exactly ----
   if (cfg.resume && std::filesystem::exists(state_path)) {
     const Checkpoint ck = load_checkpoint(state_path);
+    Vocab trained;
+    std::istringstream words(ck.string("vocab"));
+    for (std::string w; std::getline(words, w);) trained.add(w);
+    check_same_vocab(corpus.vocab, trained, state_path);
     load_parameters(model, ck.tensors, "model.", state_path);
     st.epoch = std::stoll(ck.string("epoch")), st.batch_pos = std::stoll(ck.string("batch_pos"));
     st.step = std::stoll(ck.string("step")), st.tokens = std::stoll(ck.string("tokens"));
@@ -215,7 +236,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 
       // Clean stops: save everything needed to continue, then return.
       std::string reason;
-      if (training_stop_requested()) reason = "interrupted (Ctrl-C)";
+      if (training_stop_requested()) reason = "interrupted (Ctrl-C, SIGTERM or SIGHUP)";
       else if (cfg.max_steps > 0 && st.step >= cfg.max_steps) reason = "reached --max-steps " + std::to_string(cfg.max_steps);
       else if (cfg.max_minutes > 0 && elapsed() >= cfg.max_minutes * 60) reason = "reached --max-minutes";
       if (!reason.empty()) {

@@ -1,5 +1,7 @@
 #include "lm/train_config.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -26,73 +28,78 @@ std::map<std::string, std::string> TrainConfig::to_map() const {
   return m;
 }
 
-void TrainConfig::set(const std::string& raw_name, const std::string& value) {
-  std::string name = raw_name;
-  for (char& c : name) if (c == '-') c = '_';
-  auto as_int = [&]() -> int64_t {
-    size_t used = 0;
-    int64_t v = 0;
-    try { v = std::stoll(value, &used); } catch (...) { used = 0; }
-    if (used != value.size()) throw std::invalid_argument("--" + raw_name + " expects an integer, got '" + value + "'");
-    return v;
+// Sizes are capped so that no product of them (4H x H weights, T x B rows, V x E tables) can
+// overflow int64 before a tensor is made.
+constexpr int64_t kMaxSize = int64_t{1} << 20;
+constexpr int64_t kMaxCount = int64_t{1} << 40;  // steps, tokens, intervals
+
+FlagTable TrainConfig::flag_table() {
+  const std::string run = "data and run", model_s = "model", opt = "optimisation";
+  auto custom = [](const std::string& name, const std::string& value, const std::string& section,
+                   const std::string& help, std::function<void(const std::string&)> set) {
+    return Flag{name, value, help, section, std::move(set)};
   };
-  auto as_float = [&]() -> float {
-    size_t used = 0;
-    float v = 0;
-    try { v = std::stof(value, &used); } catch (...) { used = 0; }
-    if (used != value.size()) throw std::invalid_argument("--" + raw_name + " expects a number, got '" + value + "'");
-    return v;
+  return {
+      custom("preset", "NAME", run, "start from a preset (default small-mos; see `mosgrad presets`)",
+             [this](const std::string& v) {
+               const auto names = preset_names();
+               if (std::find(names.begin(), names.end(), v) == names.end()) preset_config(v);  // throws, listing them
+               preset = v;
+             }),
+      text_flag("data", "DIR", run, "corpus directory (ptb.*.txt or wiki.*.tokens); else $MOSGRAD_DATA, else data/ptb", data),
+      text_flag("save", "DIR", run, "run directory (default runs/<preset>): checkpoint.ckpt, best.ckpt, metrics.jsonl, curves.svg", save),
+      custom("resume", "", run, "continue from <save>/checkpoint.ckpt exactly where it stopped",
+             [this](const std::string& v) { bool b = false; bool_flag("resume", "", "", b).set(v); resume = b; }),
+      int_flag("epochs", run, "stop cleanly (a checkpoint is saved) after this many epochs", epochs, 1, kMaxCount),
+      double_flag("max_minutes", run, "... or after this many minutes (0: no limit)", max_minutes, 0, 1e9),
+      int_flag("max_steps", run, "... or after this many optimizer steps (0: no limit)", max_steps, 0, kMaxCount),
+      custom("threads", "N", run, "OpenMP threads (0: all cores)",
+             [this](const std::string& v) { int64_t n = 0; int_flag("threads", "", "", n, 0, 4096).set(v); threads = static_cast<int>(n); }),
+      custom("device", "cpu|cuda", run, "where to train (cuda needs a `make CUDA=1` build and a GPU)",
+             [this](const std::string& v) {
+               if (v != "cpu" && v != "cuda") throw std::invalid_argument("--device expects cpu or cuda, got '" + v + "'");
+               device = parse_device(v);
+             }),
+      bool_flag("tf32", run, "let cuBLAS use TF32 tensor cores on the GPU (faster, ~1e-3 relative GEMMs)", tf32),
+      int_flag("log_interval", run, "steps between progress lines / metrics records", log_interval, 1, kMaxCount),
+      int_flag("max_train_tokens", run, "train on the first N tokens only (0: all)", max_train_tokens, 0, kMaxCount),
+      int_flag("max_eval_tokens", run, "validate on the first N tokens only (0: all)", max_eval_tokens, 0, kMaxCount),
+      bool_flag("test_at_end", run, "evaluate the best model on test (batch size 1) at the end", test_at_end),
+      int_flag("emsize", model_s, "embedding size E", model.emsize, 1, kMaxSize),
+      int_flag("nhid", model_s, "hidden size of the LSTM layers but the last", model.nhid, 1, kMaxSize),
+      int_flag("nhidlast", model_s, "hidden size of the last LSTM layer (mixture heads)", model.nhidlast, 1, kMaxSize),
+      int_flag("nlayers", model_s, "LSTM layers", model.nlayers, 1, 64),
+      int_flag("n_experts", model_s, "mixture components K (mos, mosig, moc)", model.n_experts, 1, 4096),
+      custom("head", "softmax|mos|sigsoftmax|mosig|moc", model_s, "output head",
+             [this](const std::string& v) { model.head = parse_head_kind(v); }),
+      bool_flag("tied", model_s, "tie the decoder to the encoder's weight", model.tied),
+      float_flag("dropout", model_s, "locked dropout on the last LSTM layer's output", model.dropout, 0, 1, true),
+      float_flag("dropouth", model_s, "locked dropout between LSTM layers", model.dropouth, 0, 1, true),
+      float_flag("dropouti", model_s, "locked dropout on the embedded input", model.dropouti, 0, 1, true),
+      float_flag("dropoute", model_s, "embedding dropout (whole word types)", model.dropoute, 0, 1, true),
+      float_flag("dropoutl", model_s, "locked dropout on the MoS latent", model.dropoutl, 0, 1, true),
+      float_flag("wdrop", model_s, "DropConnect on the recurrent weights", model.wdrop, 0, 1, true),
+      bool_flag("fused_lstm", model_s, "the fused LSTM (default) or the step-by-step reference built from ops", model.fused_lstm),
+      float_flag("lr", opt, "learning rate (scaled by seq_len / bptt)", lr, 1e-12, 1e6),
+      float_flag("clip", opt, "gradient-norm clip (0: none)", clip, 0, 1e9),
+      float_flag("alpha", opt, "AR: weight of mean(dropped last-layer output^2)", alpha, 0, 1e9),
+      float_flag("beta", opt, "TAR: weight of mean((h_t - h_{t-1})^2)", beta, 0, 1e9),
+      float_flag("wdecay", opt, "L2 weight decay", wdecay, 0, 1e9),
+      int_flag("batch_size", opt, "training batch size B", batch_size, 1, kMaxSize),
+      int_flag("eval_batch_size", opt, "validation batch size", eval_batch_size, 1, kMaxSize),
+      int_flag("test_batch_size", opt, "test batch size (the papers: 1)", test_batch_size, 1, kMaxSize),
+      int_flag("bptt", opt, "BPTT length T", bptt, 1, kMaxSize),
+      int_flag("max_seq_len_delta", opt, "cap of the variable BPTT length: bptt + delta", max_seq_len_delta, 0, kMaxSize),
+      bool_flag("variable_bptt", opt, "AWD-LSTM's random segment lengths", variable_bptt),
+      int_flag("nonmono", opt, "NT-ASGD: epochs of non-improvement before switching to ASGD", nonmono, 0, kMaxCount),
+      custom("seed", "N", opt, "random seed (weights, dropout, BPTT lengths)",
+             [this](const std::string& v) { int64_t n = 0; int_flag("seed", "", "", n, 0, INT64_MAX).set(v); seed = static_cast<uint64_t>(n); }),
+      choice_flag("optimizer", opt, "sgd (NT-ASGD switches it to asgd) or adam", optimizer, {"sgd", "adam"}),
   };
-  auto as_bool = [&]() {
-    if (value == "1" || value == "true" || value == "yes") return true;
-    if (value == "0" || value == "false" || value == "no") return false;
-    throw std::invalid_argument("--" + raw_name + " expects true/false, got '" + value + "'");
-  };
-  if (name == "data") data = value;
-  else if (name == "save") save = value;
-  else if (name == "optimizer") optimizer = value;
-  else if (name == "emsize") model.emsize = as_int();
-  else if (name == "nhid") model.nhid = as_int();
-  else if (name == "nhidlast") model.nhidlast = as_int();
-  else if (name == "nlayers") model.nlayers = as_int();
-  else if (name == "n_experts") model.n_experts = as_int();
-  else if (name == "dropout") model.dropout = as_float();
-  else if (name == "dropouth") model.dropouth = as_float();
-  else if (name == "dropouti") model.dropouti = as_float();
-  else if (name == "dropoute") model.dropoute = as_float();
-  else if (name == "dropoutl") model.dropoutl = as_float();
-  else if (name == "wdrop") model.wdrop = as_float();
-  else if (name == "tied") model.tied = as_bool();
-  else if (name == "head") model.head = parse_head_kind(value);
-  else if (name == "fused_lstm") model.fused_lstm = as_bool();
-  else if (name == "lr") lr = as_float();
-  else if (name == "clip") clip = as_float();
-  else if (name == "alpha") alpha = as_float();
-  else if (name == "beta") beta = as_float();
-  else if (name == "wdecay") wdecay = as_float();
-  else if (name == "epochs") epochs = as_int();
-  else if (name == "batch_size") batch_size = as_int();
-  else if (name == "eval_batch_size") eval_batch_size = as_int();
-  else if (name == "test_batch_size") test_batch_size = as_int();
-  else if (name == "bptt") bptt = as_int();
-  else if (name == "max_seq_len_delta") max_seq_len_delta = as_int();
-  else if (name == "nonmono") nonmono = as_int();
-  else if (name == "log_interval") log_interval = as_int();
-  else if (name == "seed") seed = static_cast<uint64_t>(as_int());
-  else if (name == "threads") threads = static_cast<int>(as_int());
-  else if (name == "device") {
-    if (value != "cpu" && value != "cuda")
-      throw std::invalid_argument("--" + raw_name + " expects cpu or cuda, got '" + value + "'");
-    device = parse_device(value);
-  }
-  else if (name == "tf32") tf32 = as_bool();
-  else if (name == "max_minutes") max_minutes = as_float();
-  else if (name == "max_steps") max_steps = as_int();
-  else if (name == "max_train_tokens") max_train_tokens = as_int();
-  else if (name == "max_eval_tokens") max_eval_tokens = as_int();
-  else if (name == "variable_bptt") variable_bptt = as_bool();
-  else if (name == "test_at_end") test_at_end = as_bool();
-  else throw std::invalid_argument("unknown flag --" + raw_name + " (see --help)");
+}
+
+void TrainConfig::set(const std::string& name, const std::string& value) {
+  apply_flag(flag_table(), "train", name, value);
 }
 
 std::vector<std::string> preset_names() {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lm/flags.h"
 #include "nn/rnn_model.h"
 
 namespace mg {
@@ -34,8 +35,10 @@ struct TrainConfig {
 
   std::map<std::string, std::string> to_map() const;  // for checkpoints; includes model.* keys
   // Applies "--name value" flags (names as in the reference scripts, '-' or '_' alike); throws
-  // std::invalid_argument naming an unknown flag or a bad value.
+  // std::invalid_argument naming an unknown flag or a bad value and what is allowed.
   void set(const std::string& name, const std::string& value);
+  // Every flag of train/finetune, bound to this config's fields: parsing, checking and --help.
+  FlagTable flag_table();
 };
 
 // The named configurations of the trainer issue: tiny, small-softmax, small-mos, small-sigsoftmax,

@@ -3,6 +3,7 @@
 //   mosgrad <command> --help
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "lm/batching.h"
+#include "lm/commands.h"
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
@@ -42,96 +44,52 @@ commands:
 'mosgrad <command> --help' lists that command's flags.
 )";
 
-const char* kTrainHelp = R"(mosgrad train|finetune [--preset NAME] [flags]
+// The switches of a table: flags whose value is true/false may stand alone (--resume, --tf32).
+std::vector<std::string> switches_of(const FlagTable& table) {
+  std::vector<std::string> names;
+  for (const Flag& f : table)
+    if (f.value.empty() || f.value == "true|false") names.push_back(f.name);
+  return names;
+}
 
-presets: tiny, small-softmax, small-mos, small-sigsoftmax, small-mosig, mos-paper (default small-mos)
-
-data and run:
-  --data DIR            corpus directory (ptb.*.txt or wiki.*.tokens); else $MOSGRAD_DATA, else data/ptb
-  --save DIR            run directory (default runs/<preset>): checkpoint.ckpt, best.ckpt, metrics.jsonl, curves.svg
-  --resume              continue from <save>/checkpoint.ckpt exactly where it stopped
-  --epochs N --max-minutes M --max-steps N     stop cleanly (a checkpoint is saved) after whichever comes first
-  --threads N           OpenMP threads (default: all cores)
-  --device cpu|cuda     where to train (cuda needs a `make CUDA=1` build and a GPU); --tf32 true lets cuBLAS use TF32
-  --log-interval N      steps between progress lines / metrics records
-  --max-train-tokens N --max-eval-tokens N      use only the first N tokens (quick runs)
-model:
-  --emsize --nhid --nhidlast --nlayers --n_experts --head softmax|mos|sigsoftmax|mosig|moc --tied true|false
-  --dropout --dropouth --dropouti --dropoute --dropoutl --wdrop    (AWD-LSTM / MoS regularisation)
-  --fused-lstm true|false   the fused LSTM (default) or the step-by-step reference built from ops
-optimisation:
-  --lr --clip --batch_size --bptt --seed --alpha (AR) --beta (TAR) --wdecay --nonmono (NT-ASGD)
-  --optimizer sgd|adam  --eval_batch_size (10) --test_batch_size (1) --variable-bptt true|false
-)";
-
-const char* kEvalHelp = R"(mosgrad eval|dyneval|generate|export --model FILE [flags]
-
-  --model FILE          a model checkpoint (default <save>/best.ckpt, --save defaults to runs/small-mos)
-  --device cpu|cuda     where to run the model (default cpu); checkpoints load on either device
-eval:      --data DIR --split valid|test (default test) --batch_size N (default 1 for test, 10 for valid) --bptt N
-dyneval:   --data DIR --split valid|test --lamb 0.075 --lr 0.002 --epsilon 0.001 --bptt 5
-           --stat_batch_size 100 --max_stat_batches N (gradient statistics on at most N training segments)
-generate:  --words 100 --temperature 1.0 --seed 1 --prompt "the company said"
-export:    --out FILE.safetensors
-import:    --in FILE.safetensors --out FILE.ckpt
-)";
-
-struct Args {
-  std::string command;
-  std::map<std::string, std::string> flags;  // normalised names: '-' -> '_'
-  std::vector<std::string> positional;
-  bool help = false;
-  std::string get(const std::string& name, const std::string& fallback = "") const {
-    auto it = flags.find(name);
-    return it == flags.end() ? fallback : it->second;
-  }
-};
-
-Args parse_args(int argc, char** argv) {
-  Args a;
-  if (argc > 1) a.command = argv[1];
-  static const std::set<std::string> switches = {"resume", "help", "ms"};
-  for (int i = 2; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s == "-h" || s == "--help") { a.help = true; continue; }
-    if (s.rfind("--", 0) != 0) { a.positional.push_back(s); continue; }
-    s = s.substr(2);
-    std::string value;
-    const size_t eq = s.find('=');
-    if (eq != std::string::npos) value = s.substr(eq + 1), s = s.substr(0, eq);
-    for (char& c : s) if (c == '-') c = '_';
-    if (eq == std::string::npos) {
-      if (switches.count(s)) value = "true";
-      else if (i + 1 < argc) value = argv[++i];
-      else throw std::invalid_argument("--" + s + " needs a value");
-    }
-    a.flags[s] = value;
-  }
+// Parses the command line with `table` and applies every flag, in order, before any work starts.
+ParsedArgs parse_with(const std::string& command, const FlagTable& table, int argc, char** argv) {
+  const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(table));
+  if (!a.help)
+    for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
   return a;
 }
 
-TrainConfig train_config(const Args& a) {
+// train/finetune: the preset first (it sets every flag), then the flags given, in order.
+TrainConfig train_config(int argc, char** argv, const std::string& command, bool* help) {
+  TrainConfig probe;
+  const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(probe.flag_table()));
+  *help = a.help;
   TrainConfig cfg = preset_config(a.get("preset", "small-mos"));
-  static const std::set<std::string> not_config = {"preset", "resume", "model"};
-  for (const auto& [k, v] : a.flags)
-    if (!not_config.count(k)) cfg.set(k, v);
-  cfg.resume = a.get("resume") == "true";
+  const FlagTable table = cfg.flag_table();
+  if (a.help) return cfg;
+  for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
   cfg.data = resolve_data_dir(cfg.data);
   return cfg;
 }
 
-void on_sigint(int) {
+// Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) all stop training cleanly: the checkpoint
+// is saved, and --resume continues exactly. A second signal ends the program at once.
+void on_stop_signal(int sig) {
   request_training_stop();
-  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the program at once
+  std::signal(sig, SIG_DFL);
 }
 
-std::string model_path(const Args& a) {
-  if (!a.get("model").empty()) return a.get("model");
-  return a.get("save", "runs/" + a.get("preset", "small-mos")) + "/best.ckpt";
-}
-
-int cmd_train(const Args& a, bool finetune) {
-  const TrainConfig cfg = train_config(a);
+int cmd_train(int argc, char** argv, bool finetune) {
+  const std::string command = finetune ? "finetune" : "train";
+  bool help = false;
+  TrainConfig cfg = train_config(argc, argv, command, &help);
+  if (help) {
+    std::printf("mosgrad %s [--preset NAME] [flags]\n\npresets: tiny, small-softmax, small-mos, small-sigsoftmax, "
+                "small-mosig, mos-paper (default small-mos); flags after the preset override it\n\n%s",
+                command.c_str(), flags_help(cfg.flag_table()).c_str());
+    return 0;
+  }
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   const Corpus corpus = load_corpus(cfg.data, 1000000);
   if (corpus.unk_valid || corpus.unk_test)
@@ -140,7 +98,8 @@ int cmd_train(const Args& a, bool finetune) {
   ProgressDisplay display(stdout, isatty(fileno(stdout)));
   display.message("data " + corpus.dir + ": " + std::to_string(corpus.train.size()) + " train tokens, V=" +
                   std::to_string(corpus.vocab.size()) + "; run directory " + cfg.save);
-  std::signal(SIGINT, on_sigint);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
+  std::signal(SIGPIPE, SIG_IGN);  // `mosgrad train | head`: output stops, training goes on to its end
   const TrainResult r = train_lm(cfg, corpus, {&display, nullptr}, finetune);
   display.finish();
   const std::string how = r.stopped ? " (" + r.stop_reason + ")" : "";
@@ -159,55 +118,38 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
   throw std::invalid_argument("--split must be valid, test or train, got '" + split + "'");
 }
 
-// --device for the commands that run a saved model: checked first, then the model moved there.
-Device device_flag(const Args& a) {
-  const std::string name = a.get("device", "cpu");
-  if (name != "cpu" && name != "cuda") throw std::invalid_argument("--device expects cpu or cuda, got '" + name + "'");
-  const Device device = parse_device(name);
+// The model a command runs, loaded and moved to --device (a missing GPU is an error before loading).
+LoadedModel load_for(const ModelCommandOptions& o) {
+  const Device device = parse_device(o.device);
   if (device == Device::CUDA) require_cuda();
-  return device;
+  LoadedModel lm = load_model(o.model_path());
+  lm.model->to(device);
+  return lm;
 }
 
-int cmd_eval(const Args& a, bool dynamic) {
-  const Device device = device_flag(a);
-  LoadedModel lm = load_model(model_path(a));
-  lm.model->to(device);
-  if (!a.get("threads").empty()) set_num_threads(std::stoi(a.get("threads")));
-  const Corpus corpus = load_corpus(resolve_data_dir(a.get("data")), 1000000);
-  if (corpus.vocab.size() != lm.model->config.ntoken)
-    throw std::runtime_error("the corpus has V=" + std::to_string(corpus.vocab.size()) + " but the model was trained with V=" +
-                             std::to_string(lm.model->config.ntoken) + " (another data set?)");
-  const std::string split = a.get("split", "test");
-  const auto& ids = split_ids(corpus, split);
+int cmd_eval(const ModelCommandOptions& o, bool dynamic) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  LoadedModel lm = load_for(o);
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const auto& ids = split_ids(corpus, o.split);
   EvalResult r;
   if (dynamic) {
-    DynevalConfig d;
-    if (!a.get("lamb").empty()) d.lamb = std::stof(a.get("lamb"));
-    if (!a.get("lr").empty()) d.lr = std::stof(a.get("lr"));
-    if (!a.get("epsilon").empty()) d.epsilon = std::stof(a.get("epsilon"));
-    if (!a.get("bptt").empty()) d.bptt = std::stoll(a.get("bptt"));
-    if (!a.get("stat_batch_size").empty()) d.stat_batch_size = std::stoll(a.get("stat_batch_size"));
-    if (!a.get("max_stat_batches").empty()) d.max_stat_batches = std::stoll(a.get("max_stat_batches"));
-    d.mean_squares = a.get("ms") == "true";
-    r = dynamic_evaluate(*lm.model, corpus.train, ids, d);
+    r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);
   } else {
-    const int64_t B = std::stoll(a.get("batch_size", split == "test" ? "1" : "10"));
-    r = evaluate(*lm.model, batchify(ids, B), std::stoll(a.get("bptt", "70")));
+    const int64_t B = o.batch_size > 0 ? o.batch_size : (o.split == "test" ? 1 : 10);
+    r = evaluate(*lm.model, batchify(ids, B), o.bptt);
   }
-  std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "", split.c_str(), r.loss,
+  std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "", o.split.c_str(), r.loss,
               r.perplexity(), static_cast<long long>(r.targets));
   return 0;
 }
 
-int cmd_generate(const Args& a) {
-  const Device device = device_flag(a);
-  LoadedModel lm = load_model(model_path(a));
-  lm.model->to(device);
-  GenerateConfig g;
-  g.words = std::stoll(a.get("words", "100"));
-  g.temperature = std::stof(a.get("temperature", "1.0"));
-  g.seed = std::stoull(a.get("seed", "1"));
-  g.prompt = a.get("prompt");
+int cmd_generate(const ModelCommandOptions& o) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  LoadedModel lm = load_for(o);
+  const GenerateConfig& g = o.generate;
   std::string line = g.prompt.empty() ? "" : g.prompt + " |";
   for (const std::string& w : generate(*lm.model, lm.vocab, g)) {
     if (w == "<eos>") { std::printf("%s\n", line.c_str()); line.clear(); continue; }
@@ -217,44 +159,62 @@ int cmd_generate(const Args& a) {
   return 0;
 }
 
+int cmd_model(const std::string& command, int argc, char** argv) {
+  ModelCommandOptions o;
+  const FlagTable table = model_command_flags(command, o);
+  const ParsedArgs a = parse_with(command, table, argc, argv);
+  if (a.help) {
+    std::printf("mosgrad %s [flags]\n\n%s", command.c_str(), flags_help(table).c_str());
+    return 0;
+  }
+  if (command == "eval" || command == "dyneval") return cmd_eval(o, command == "dyneval");
+  if (command == "generate") return cmd_generate(o);
+  if (command == "export") {
+    if (o.out == o.model_path())
+      throw std::invalid_argument("export: --out " + o.out + " is the model being exported; choose another file");
+    const LoadedModel lm = load_model(o.model_path());
+    export_safetensors(o.out, *lm.model, lm.vocab);
+    std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(), static_cast<long long>(lm.model->parameter_count()),
+                lm.model->config.summary().c_str());
+    return 0;
+  }
+  // import
+  if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
+  if (o.out == o.in) throw std::invalid_argument("import: --out " + o.out + " is the input file; choose another file");
+  const LoadedModel lm = import_safetensors(o.in);
+  save_model(o.out, *lm.model, lm.vocab);
+  std::printf("wrote %s (%s)\n", o.out.c_str(), lm.model->config.summary().c_str());
+  return 0;
+}
+
+// plot takes the run directory as its one positional argument (and --title).
+int cmd_plot(int argc, char** argv) {
+  std::string dir, title;
+  for (int i = 2; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (s == "-h" || s == "--help") return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 0;
+    if (s == "--title" && i + 1 < argc) title = argv[++i];
+    else if (s.rfind("--", 0) == 0) throw std::invalid_argument("unknown flag " + s + " for plot (it takes RUN_DIR and --title)");
+    else if (dir.empty()) dir = s;
+    else throw std::invalid_argument("plot takes one run directory, got '" + dir + "' and '" + s + "'");
+  }
+  if (dir.empty()) return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 2;
+  plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg", title.empty() ? dir : title);
+  std::printf("wrote %s/curves.svg\n", dir.c_str());
+  return 0;
+}
+
 int run(int argc, char** argv) {
-  const Args a = parse_args(argc, argv);
-  if (a.command.empty() || a.command == "--help" || a.command == "-h" || a.command == "help") {
+  const std::string command = argc > 1 ? argv[1] : "";
+  if (command.empty() || command == "--help" || command == "-h" || command == "help") {
     std::fputs(kUsage, stdout);
-    return a.command.empty() ? 2 : 0;
+    return command.empty() ? 2 : 0;
   }
-  if (a.command == "train" || a.command == "finetune") {
-    if (a.help) return std::fputs(kTrainHelp, stdout), 0;
-    return cmd_train(a, a.command == "finetune");
-  }
-  if (a.command == "eval" || a.command == "dyneval" || a.command == "generate" || a.command == "export" ||
-      a.command == "import") {
-    if (a.help) return std::fputs(kEvalHelp, stdout), 0;
-    if (a.command == "eval" || a.command == "dyneval") return cmd_eval(a, a.command == "dyneval");
-    if (a.command == "generate") return cmd_generate(a);
-    if (a.command == "export") {
-      const LoadedModel lm = load_model(model_path(a));
-      const std::string out = a.get("out", "model.safetensors");
-      export_safetensors(out, *lm.model, lm.vocab);
-      std::printf("wrote %s (%lld parameters, %s)\n", out.c_str(), static_cast<long long>(lm.model->parameter_count()),
-                  lm.model->config.summary().c_str());
-      return 0;
-    }
-    const std::string in = a.get("in"), out = a.get("out", "imported.ckpt");
-    if (in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
-    const LoadedModel lm = import_safetensors(in);
-    save_model(out, *lm.model, lm.vocab);
-    std::printf("wrote %s (%s)\n", out.c_str(), lm.model->config.summary().c_str());
-    return 0;
-  }
-  if (a.command == "plot") {
-    if (a.help || a.positional.empty()) return std::puts("mosgrad plot RUN_DIR   (writes RUN_DIR/curves.svg)"), a.help ? 0 : 2;
-    const std::string dir = a.positional[0];
-    plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg", a.get("title", dir));
-    std::printf("wrote %s/curves.svg\n", dir.c_str());
-    return 0;
-  }
-  if (a.command == "presets") {
+  if (command == "train" || command == "finetune") return cmd_train(argc, argv, command == "finetune");
+  const auto& names = model_command_names();
+  if (std::find(names.begin(), names.end(), command) != names.end()) return cmd_model(command, argc, argv);
+  if (command == "plot") return cmd_plot(argc, argv);
+  if (command == "presets") {
     for (const std::string& name : preset_names()) {
       const TrainConfig c = preset_config(name);
       std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g\n", name.c_str(),
@@ -263,7 +223,7 @@ int run(int argc, char** argv) {
     }
     return 0;
   }
-  std::fprintf(stderr, "mosgrad: unknown command '%s'\n\n%s", a.command.c_str(), kUsage);
+  std::fprintf(stderr, "mosgrad: unknown command '%s'\n\n%s", command.c_str(), kUsage);
   return 2;
 }
 

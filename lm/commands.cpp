@@ -1,0 +1,77 @@
+#include "lm/commands.h"
+
+#include <stdexcept>
+
+namespace mg {
+
+std::string ModelCommandOptions::model_path() const {
+  if (!model.empty()) return model;
+  return (save.empty() ? "runs/" + preset : save) + "/best.ckpt";
+}
+
+const std::vector<std::string>& model_command_names() {
+  static const std::vector<std::string> names = {"eval", "dyneval", "generate", "export", "import"};
+  return names;
+}
+
+FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o) {
+  constexpr int64_t kMaxSize = int64_t{1} << 20, kMaxCount = int64_t{1} << 40;
+  const std::string in = "input", run = "running", dyn = "dynamic evaluation", gen = "sampling", out = "output";
+  FlagTable model_rows = {
+      text_flag("model", "FILE", in, "a model checkpoint (default <save>/best.ckpt)", o.model),
+      text_flag("save", "DIR", in, "run directory whose best.ckpt to use (default runs/<preset>)", o.save),
+      text_flag("preset", "NAME", in, "names the default run directory runs/<preset> (default small-mos)", o.preset),
+  };
+  const Flag device = choice_flag("device", run, "where to run the model (checkpoints load on either device)", o.device,
+                                  {"cpu", "cuda"});
+  const Flag threads = int_flag("threads", run, "OpenMP threads (0: all cores)", o.threads, 0, 4096);
+  const Flag data = text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data);
+  const Flag split = choice_flag("split", in, "which part of the corpus to score (default test)", o.split,
+                                 {"valid", "test", "train"});
+  FlagTable t;
+  if (command == "eval") {
+    t = model_rows;
+    t.insert(t.end(), {data, split, device, threads,
+                       int_flag("batch_size", run, "columns (default 1 for test, 10 for valid, as the papers)",
+                                o.batch_size, 0, kMaxSize),
+                       int_flag("bptt", run, "segment length (default 70)", o.bptt, 1, kMaxSize)});
+  } else if (command == "dyneval") {
+    DynevalConfig& d = o.dyneval;
+    t = model_rows;
+    t.insert(t.end(), {data, split, device, threads,
+                       float_flag("lamb", dyn, "λ: decay towards the trained weights (default 0.075)", d.lamb, 0, 1e6),
+                       float_flag("lr", dyn, "η: step size (default 0.002)", d.lr, 0, 1e6),
+                       float_flag("epsilon", dyn, "ε in ∇/(MS+ε) (default 0.001)", d.epsilon, 1e-12, 1e6),
+                       int_flag("bptt", dyn, "segment length of the adaptation steps (default 5)", d.bptt, 1, kMaxSize),
+                       int_flag("stat_batch_size", dyn, "batch size of the gradient statistics (default 100)",
+                                d.stat_batch_size, 1, kMaxSize),
+                       int_flag("max_stat_batches", dyn, "gradient statistics on at most N training segments (-1: all)",
+                                d.max_stat_batches, -1, kMaxCount),
+                       bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
+  } else if (command == "generate") {
+    GenerateConfig& g = o.generate;
+    t = model_rows;
+    t.insert(t.end(), {device, threads, int_flag("words", gen, "how many words to sample (default 100)", g.words, 0, kMaxCount),
+                       float_flag("temperature", gen, "sample from p^(1/T) (default 1)", g.temperature, 1e-6, 1e6),
+                       Flag{"seed", "N", "sampling seed (default 1)", gen,
+                            [&g](const std::string& v) {
+                              int64_t n = 0;
+                              int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
+                              g.seed = static_cast<uint64_t>(n);
+                            }},
+                       text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)", g.prompt, true)});
+  } else if (command == "export") {
+    t = model_rows;
+    o.out = "model.safetensors";
+    t.push_back(text_flag("out", "FILE", out, "the .safetensors file to write (default model.safetensors)", o.out));
+  } else if (command == "import") {
+    o.out = "imported.ckpt";
+    t = {text_flag("in", "FILE", in, "the .safetensors file to read (required)", o.in),
+         text_flag("out", "FILE", out, "the checkpoint to write (default imported.ckpt)", o.out)};
+  } else {
+    throw std::invalid_argument("no flag table for command '" + command + "'");
+  }
+  return t;
+}
+
+}  // namespace mg

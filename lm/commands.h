@@ -1,0 +1,35 @@
+// The options of the subcommands that run a saved model (eval, dyneval, generate, export, import),
+// as flag tables (lm/flags.h): tools/mosgrad.cpp parses with them, --help prints them, and a test
+// checks that the README names every flag. train and finetune use TrainConfig::flag_table().
+#pragma once
+
+#include <string>
+
+#include "lm/dyneval.h"
+#include "lm/flags.h"
+#include "lm/generate.h"
+
+namespace mg {
+
+struct ModelCommandOptions {
+  std::string model;               // checkpoint; default <save>/best.ckpt
+  std::string save;                // default runs/<preset>
+  std::string preset = "small-mos";
+  std::string data;                // corpus directory (resolve_data_dir)
+  std::string split = "test";      // valid | test | train
+  std::string device = "cpu";
+  int64_t batch_size = 0;          // 0: 1 for test, 10 otherwise (the papers' conventions)
+  int64_t bptt = 70;               // eval's segment length
+  int64_t threads = 0;             // 0: all cores
+  DynevalConfig dyneval;
+  GenerateConfig generate;
+  std::string out;                 // export / import output
+  std::string in;                  // import input
+  std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt
+};
+
+// The commands with a table, and each one's table bound to `o`; an unknown command throws.
+const std::vector<std::string>& model_command_names();
+FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o);
+
+}  // namespace mg

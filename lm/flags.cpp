@@ -1,0 +1,210 @@
+#include "lm/flags.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+#include <stdexcept>
+
+namespace mg {
+
+namespace {
+
+std::string normalise(std::string name) {
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
+}
+
+std::string number_str(double v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+// Edit distance, for "did you mean" on a mistyped flag.
+size_t distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+}  // namespace
+
+int64_t parse_int_flag(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = text.empty() ? 0 : std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])))
+    throw std::invalid_argument("--" + flag + " expects a whole number, got '" + text + "'");
+  if (errno == ERANGE) throw std::invalid_argument("--" + flag + " is out of range: '" + text + "'");
+  return v;
+}
+
+double parse_number_flag(const std::string& flag, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])))
+    throw std::invalid_argument("--" + flag + " expects a number, got '" + text + "'");
+  if (errno == ERANGE || !std::isfinite(v)) throw std::invalid_argument("--" + flag + " must be a finite number, got '" + text + "'");
+  return v;
+}
+
+Flag int_flag(const std::string& name, const std::string& section, const std::string& help, int64_t& target,
+              int64_t low, int64_t high) {
+  return {name, "N", help, section, [name, &target, low, high](const std::string& text) {
+            const int64_t v = parse_int_flag(name, text);
+            if (v < low || v > high)
+              throw std::invalid_argument("--" + name + " must be in [" + std::to_string(low) + ", " +
+                                          std::to_string(high) + "], got " + text);
+            target = v;
+          }};
+}
+
+namespace {
+template <typename T>
+Flag real_flag(const std::string& name, const std::string& section, const std::string& help, T& target, double low,
+               double high, bool high_open) {
+  return {name, "X", help, section, [name, &target, low, high, high_open](const std::string& text) {
+            const double v = parse_number_flag(name, text);
+            if (v < low || (high_open ? v >= high : v > high))
+              throw std::invalid_argument("--" + name + " must be in [" + number_str(low) + ", " + number_str(high) +
+                                          (high_open ? ")" : "]") + ", got " + text);
+            target = static_cast<T>(v);
+          }};
+}
+}  // namespace
+
+Flag float_flag(const std::string& name, const std::string& section, const std::string& help, float& target,
+                double low, double high, bool high_open) {
+  return real_flag(name, section, help, target, low, high, high_open);
+}
+
+Flag double_flag(const std::string& name, const std::string& section, const std::string& help, double& target,
+                 double low, double high) {
+  return real_flag(name, section, help, target, low, high, false);
+}
+
+Flag bool_flag(const std::string& name, const std::string& section, const std::string& help, bool& target) {
+  return {name, "true|false", help, section, [name, &target](const std::string& text) {
+            if (text == "1" || text == "true" || text == "yes") target = true;
+            else if (text == "0" || text == "false" || text == "no") target = false;
+            else throw std::invalid_argument("--" + name + " expects true or false, got '" + text + "'");
+          }};
+}
+
+Flag choice_flag(const std::string& name, const std::string& section, const std::string& help, std::string& target,
+                 const std::vector<std::string>& choices) {
+  std::string joined;
+  for (const std::string& c : choices) joined += (joined.empty() ? "" : "|") + c;
+  return {name, joined, help, section, [name, &target, choices, joined](const std::string& text) {
+            if (std::find(choices.begin(), choices.end(), text) == choices.end())
+              throw std::invalid_argument("--" + name + " expects one of " + joined + ", got '" + text + "'");
+            target = text;
+          }};
+}
+
+Flag text_flag(const std::string& name, const std::string& value, const std::string& section, const std::string& help,
+               std::string& target, bool allow_empty) {
+  return {name, value, help, section, [name, &target, allow_empty](const std::string& text) {
+            if (text.empty() && !allow_empty) throw std::invalid_argument("--" + name + " needs a value");
+            target = text;
+          }};
+}
+
+void apply_flag(const FlagTable& table, const std::string& command, const std::string& raw_name,
+                const std::string& text) {
+  const std::string name = normalise(raw_name);
+  for (const Flag& f : table)
+    if (normalise(f.name) == name) return f.set(text);
+  std::string closest;
+  size_t best = 4;  // suggest only near misses
+  for (const Flag& f : table) {
+    const size_t d = distance(name, normalise(f.name));
+    if (d < best) best = d, closest = f.name;
+  }
+  throw std::invalid_argument("unknown flag --" + raw_name + " for " + command +
+                              (closest.empty() ? "" : " (did you mean --" + closest + "?)") + "; see mosgrad " +
+                              command + " --help");
+}
+
+std::string flags_help(const FlagTable& table) {
+  std::vector<std::string> sections;
+  for (const Flag& f : table)
+    if (std::find(sections.begin(), sections.end(), f.section) == sections.end()) sections.push_back(f.section);
+  size_t width = 0;
+  for (const Flag& f : table) width = std::max(width, f.name.size() + f.value.size() + 3);
+  std::ostringstream os;
+  for (const std::string& s : sections) {
+    os << s << ":\n";
+    for (const Flag& f : table) {
+      if (f.section != s) continue;
+      std::string left = "--" + f.name + (f.value.empty() ? "" : " " + f.value);
+      left.resize(std::max(width, left.size()) + 2, ' ');
+      os << "  " << left << f.help << '\n';
+    }
+  }
+  return os.str();
+}
+
+bool ParsedArgs::has(const std::string& name) const {
+  for (const auto& [n, v] : flags)
+    if (n == name) return true;
+  return false;
+}
+
+std::string ParsedArgs::get(const std::string& name, const std::string& fallback) const {
+  std::string value = fallback;
+  for (const auto& [n, v] : flags)
+    if (n == name) value = v;
+  return value;
+}
+
+ParsedArgs parse_command_line(const std::string& command, int argc, char** argv, int first,
+                              const std::vector<std::string>& switches) {
+  ParsedArgs a;
+  for (int i = first; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s == "-h" || s == "--help") {
+      a.help = true;
+      continue;
+    }
+    if (s.rfind("--", 0) != 0 || s.size() == 2)
+      throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
+                                  ": flags are written --name value (for example --preset " + s + ")");
+    s = s.substr(2);
+    std::string value;
+    const size_t eq = s.find('=');
+    const bool inline_value = eq != std::string::npos;
+    if (inline_value) value = s.substr(eq + 1), s = s.substr(0, eq);
+    s = normalise(s);
+    if (!inline_value) {
+      const bool is_switch = std::find(switches.begin(), switches.end(), s) != switches.end();
+      const std::string next = i + 1 < argc ? argv[i + 1] : "";
+      static const std::vector<std::string> bools = {"true", "false", "1", "0", "yes", "no"};
+      if (is_switch) {  // --resume, or --resume false
+        value = "true";
+        if (std::find(bools.begin(), bools.end(), next) != bools.end()) value = argv[++i];
+      } else if (i + 1 < argc && next.rfind("--", 0) != 0) {
+        value = argv[++i];
+      } else {
+        throw std::invalid_argument("--" + s + " needs a value (write --" + s + " VALUE)");
+      }
+    }
+    a.flags.emplace_back(s, value);
+  }
+  return a;
+}
+
+}  // namespace mg

@@ -1,0 +1,144 @@
+// The flag tables (lm/flags.h): every bad value is one clear error naming the flag, the value and
+// what is allowed, before any work starts; the README names every flag; and the trainer refuses
+// what would lose a user's run or score the wrong thing.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "lm/commands.h"
+#include "lm/train.h"
+#include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
+
+using namespace mg;
+
+namespace {
+
+// The message of the std::invalid_argument that fn throws ("" when none).
+template <typename Fn>
+std::string invalid_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string train_error(const std::string& name, const std::string& value) {
+  return invalid_of([&] { preset_config("tiny").set(name, value); });
+}
+
+}  // namespace
+
+TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
+  EXPECT_HAS(train_error("log-interval", "0"), "--log_interval must be in [1, ");
+  EXPECT_HAS(train_error("emsize", "9223372036854775807"), "--emsize must be in [1, 1048576], got 9223372036854775807");
+  EXPECT_HAS(train_error("emsize", "99999999999999999999"), "--emsize is out of range");
+  EXPECT_HAS(train_error("batch_size", "10xyz"), "--batch_size expects a whole number, got '10xyz'");
+  EXPECT_HAS(train_error("batch_size", ""), "--batch_size expects a whole number, got ''");
+  EXPECT_HAS(train_error("lr", "fast"), "--lr expects a number, got 'fast'");
+  EXPECT_HAS(train_error("lr", "nan"), "--lr must be a finite number");
+  EXPECT_HAS(train_error("lr", "0"), "--lr must be in [");
+  EXPECT_HAS(train_error("dropout", "1"), "--dropout must be in [0, 1), got 1");
+  EXPECT_HAS(train_error("wdrop", "-0.1"), "--wdrop must be in [0, 1)");
+  EXPECT_HAS(train_error("test_batch_size", "0"), "--test_batch_size must be in [1, ");
+  EXPECT_HAS(train_error("optimizer", "adamw"), "--optimizer expects one of sgd|adam, got 'adamw'");
+  EXPECT_HAS(train_error("device", "gpu"), "--device expects cpu or cuda, got 'gpu'");
+  EXPECT_HAS(train_error("tied", "maybe"), "--tied expects true or false, got 'maybe'");
+  EXPECT_HAS(train_error("head", "softmx"), "unknown head 'softmx'");
+  EXPECT_HAS(train_error("preset", "huge"), "unknown preset 'huge'");
+  EXPECT_HAS(train_error("batchsize", "3"), "unknown flag --batchsize for train (did you mean --batch_size?)");
+  ModelCommandOptions o;
+  const FlagTable eval = model_command_flags("eval", o);
+  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "splt", "test"); }), "unknown flag --splt for eval (did you mean --split?)");
+  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "split", "dev"); }), "--split expects one of valid|test|train, got 'dev'");
+  const FlagTable gen = model_command_flags("generate", o);
+  EXPECT_HAS(invalid_of([&] { apply_flag(gen, "generate", "temperature", "0"); }), "--temperature must be in [");
+}
+
+TEST(Flags, GoodValuesLandInTheConfig) {
+  TrainConfig c = preset_config("tiny");
+  c.set("batch-size", "7"), c.set("dropout", "0.25"), c.set("tied", "no"), c.set("head", "mos"), c.set("seed", "42");
+  c.set("max_minutes", "1.5"), c.set("device", "cpu"), c.set("optimizer", "adam"), c.set("resume", "true");
+  EXPECT_EQ(c.batch_size, 7);
+  EXPECT_FLOAT_EQ(c.model.dropout, 0.25f);
+  EXPECT_FALSE(c.model.tied);
+  EXPECT_EQ(c.model.head, HeadKind::MoS);
+  EXPECT_EQ(c.seed, 42u);
+  EXPECT_DOUBLE_EQ(c.max_minutes, 1.5);
+  EXPECT_EQ(c.optimizer, "adam");
+  EXPECT_TRUE(c.resume);
+}
+
+TEST(Flags, TheCommandLineSaysWhatToWrite) {
+  auto parse = [](std::vector<std::string> words) {
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    return parse_command_line("train", static_cast<int>(argv.size()), argv.data(), 2, {"resume"});
+  };
+  EXPECT_HAS(invalid_of([&] { parse({"mosgrad", "train", "tiny"}); }), "unexpected argument 'tiny' for train");
+  EXPECT_HAS(invalid_of([&] { parse({"mosgrad", "train", "--bptt"}); }), "--bptt needs a value");
+  const ParsedArgs a = parse({"mosgrad", "train", "--resume", "--batch-size=3", "--lr", "-2", "--resume", "false"});
+  EXPECT_EQ(a.get("batch_size"), "3");
+  EXPECT_EQ(a.get("lr"), "-2");  // a negative number is a value, not a flag (and --lr then refuses it)
+  EXPECT_EQ(a.get("resume"), "false");  // the last one given
+  EXPECT_TRUE(parse({"mosgrad", "train", "-h"}).help);
+}
+
+TEST(Flags, TheReadmeNamesEveryFlagOfEveryCommand) {
+  std::ifstream in(std::string(MOSGRAD_SOURCE_DIR) + "/README.md");
+  ASSERT_TRUE(in) << "README.md not found";
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  auto check = [&](const std::string& command, const FlagTable& table) {
+    for (const Flag& f : table) {
+      std::string dashed = f.name;
+      for (char& c : dashed)
+        if (c == '_') c = '-';
+      EXPECT_TRUE(readme.find("--" + f.name) != std::string::npos || readme.find("--" + dashed) != std::string::npos)
+          << "README.md does not mention --" << f.name << " (" << command << ")";
+    }
+  };
+  TrainConfig c;
+  check("train", c.flag_table());
+  for (const std::string& command : model_command_names()) {
+    ModelCommandOptions o;
+    check(command, model_command_flags(command, o));
+  }
+}
+
+TEST(Flags, TrainerRefusesToLoseOrMisreadARun) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("refusals"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("refusals"));
+  cfg.resume = true;
+  EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }), "--resume: there is no " + cfg.save + "/checkpoint.ckpt");
+  cfg.resume = false, cfg.max_steps = 2;
+  train_lm(cfg, corpus);
+  EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }), "already holds a run");  // not silently replaced
+  cfg.resume = true, cfg.max_steps = 3;
+  EXPECT_NO_THROW(train_lm(cfg, corpus));  // continuing it is fine
+
+  // A validation split too short for its batch would score ppl 1 and become "best" forever.
+  TrainConfig wide = mgtest::small_config(corpus.dir, mgtest::temp_dir("refusals_wide"));
+  wide.eval_batch_size = static_cast<int64_t>(corpus.valid.size());
+  EXPECT_HAS(invalid_of([&] { train_lm(wide, corpus); }), "has no targets");
+}
+
+TEST(Flags, AnotherVocabularyOfTheSameSizeIsRefused) {
+  Vocab a, b;
+  for (const char* w : {"<eos>", "the", "cat"}) a.add(w);
+  for (const char* w : {"<eos>", "cat", "the"}) b.add(w);
+  EXPECT_NO_THROW(check_same_vocab(a, a, "m.ckpt"));
+  try {
+    check_same_vocab(a, b, "m.ckpt");
+    FAIL() << "a permuted vocabulary was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_HAS(std::string(e.what()), "m.ckpt was trained on another vocabulary: word 1 is 'cat' there and 'the' in the corpus");
+  }
+  b.add("dog");
+  EXPECT_THROW(check_same_vocab(a, b, "m.ckpt"), std::runtime_error);
+}

@@ -1,5 +1,6 @@
 #include "lm/model_io.h"
 
+#include <cmath>
 #include <sstream>
 
 #include "autograd/node.h"
@@ -28,17 +29,48 @@ ModelConfig config_from(const std::map<std::string, std::string>& strings, const
   std::map<std::string, std::string> m;
   for (const auto& [k, v] : strings)
     if (k.rfind("model.", 0) == 0) m[k.substr(6)] = v;
+  ModelConfig c;
   try {
-    return ModelConfig::from_map(m);
+    c = ModelConfig::from_map(m);
   } catch (const std::exception& e) {
     throw std::runtime_error(file + ": " + e.what() + " (was it written by mosgrad?)");
   }
+  // Checked before a model is built from them: a crafted file must not allocate 2^63 floats.
+  auto size = [&](const char* key, int64_t v, int64_t high) {
+    if (v < 1 || v > high)
+      throw std::runtime_error(file + ": model." + key + " = " + std::to_string(v) + " is outside [1, " +
+                               std::to_string(high) + "]");
+  };
+  size("ntoken", c.ntoken, int64_t{1} << 24), size("emsize", c.emsize, int64_t{1} << 20);
+  size("nhid", c.nhid, int64_t{1} << 20), size("nhidlast", c.nhidlast, int64_t{1} << 20);
+  size("nlayers", c.nlayers, 64), size("n_experts", c.n_experts, 4096);
+  for (const auto& [key, p] : std::vector<std::pair<const char*, float>>{
+           {"dropout", c.dropout}, {"dropouth", c.dropouth}, {"dropouti", c.dropouti}, {"dropoute", c.dropoute},
+           {"dropoutl", c.dropoutl}, {"wdrop", c.wdrop}})
+    if (!(p >= 0.0f && p < 1.0f))
+      throw std::runtime_error(file + ": model." + key + " = " + std::to_string(p) + " is outside [0, 1)");
+  return c;
+}
+
+// The vocabulary stored with a model must have one word per row of its embedding.
+void check_vocab_fits(const Vocab& vocab, const ModelConfig& cfg, const std::string& file) {
+  if (vocab.size() != cfg.ntoken)
+    throw std::runtime_error(file + ": the stored vocabulary has " + std::to_string(vocab.size()) +
+                             " words but the model has ntoken = " + std::to_string(cfg.ntoken));
 }
 
 }  // namespace
 
 void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix, const std::string& file) {
   NoGradGuard no_grad;
+  const auto params = model.named_parameters();
+  for (const auto& [n, t] : source) {  // nothing under the prefix that the model does not have
+    if (n.rfind(prefix, 0) != 0) continue;
+    bool known = false;
+    for (const auto& [name, param] : params) known = known || prefix + name == n;
+    if (!known) throw std::runtime_error(file + ": tensor '" + n + "' is not a parameter of this model (" +
+                                         model.config.summary() + ")");
+  }
   for (auto& [name, param] : model.named_parameters()) {
     const Tensor* found = nullptr;
     for (const auto& [n, t] : source)
@@ -47,7 +79,12 @@ void load_parameters(RNNModel& model, const NamedTensors& source, const std::str
     if (found->shape() != param.shape())
       throw std::runtime_error(file + ": parameter '" + name + "' is " + shape_str(found->shape()) +
                                " but the model expects " + shape_str(param.shape()));
-    copy_into(param, *found);  // onto the parameter's device
+    const std::vector<float> values = found->to_vector();
+    for (size_t i = 0; i < values.size(); ++i)
+      if (!std::isfinite(values[i]))
+        throw std::runtime_error(file + ": parameter '" + name + "' holds " + std::to_string(values[i]) +
+                                 " at element " + std::to_string(i) + " (a diverged run?)");
+    copy_into(param, values);  // onto the parameter's device
   }
 }
 
@@ -68,7 +105,7 @@ LoadedModel load_model(const std::string& path) {
   ModelConfig cfg = config_from(ckpt.strings, path);
   out.model = std::make_shared<RNNModel>(cfg, 0);
   load_parameters(*out.model, ckpt.tensors, "model.", path);
-  if (ckpt.has_string("vocab")) out.vocab = split_vocab(ckpt.string("vocab"));
+  if (ckpt.has_string("vocab")) out.vocab = split_vocab(ckpt.string("vocab")), check_vocab_fits(out.vocab, cfg, path);
   out.strings = ckpt.strings;
   return out;
 }
@@ -87,7 +124,8 @@ LoadedModel import_safetensors(const std::string& path) {
   out.model = std::make_shared<RNNModel>(config_from(file.metadata, path), 0);
   load_parameters(*out.model, file.tensors, "", path);
   auto it = file.metadata.find("vocab");
-  if (it != file.metadata.end()) out.vocab = split_vocab(it->second);
+  if (it != file.metadata.end())
+    out.vocab = split_vocab(it->second), check_vocab_fits(out.vocab, out.model->config, path);
   out.strings = file.metadata;
   return out;
 }

@@ -207,6 +207,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       }
       loss.backward();
       const double norm = clip_grad_norm(params, cfg.clip);
+      if (!std::isfinite(norm))  // the update would make the weights NaN: stop while they are still good
+        throw std::runtime_error("training diverged: the gradient norm is " + std::to_string(norm) + " at step " +
+                                 std::to_string(st.step + 1) + "; the weights were not updated, and " + state_path +
+                                 " (if any) holds the last good state (lower --lr or --clip?)");
       opt->step(lr);
       opt->zero_grad();
       hidden = out.hidden;

@@ -1,0 +1,79 @@
+// What a damaged or hostile file and a diverging run must not do: load NaN weights, unknown
+// tensors, out-of-range settings or a vocabulary that does not fit; or train on from a non-finite
+// gradient.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "lm/checkpoint.h"
+#include "lm/model_io.h"
+#include "lm/train.h"
+#include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
+
+using namespace mg;
+
+namespace {
+
+ModelConfig small_model() {
+  ModelConfig c;
+  c.ntoken = 5, c.emsize = 4, c.nhid = 6, c.nhidlast = 4, c.nlayers = 1, c.head = HeadKind::Softmax, c.tied = true;
+  return c;
+}
+
+Vocab five_words() {
+  Vocab v;
+  for (const char* w : {"<eos>", "a", "b", "c", "d"}) v.add(w);
+  return v;
+}
+
+// Saves a good model, then rewrites its file with `change` applied to the tensors and strings.
+template <typename Change>
+std::string damaged_model(const mgtest::TempDir& dir, Change change) {
+  const std::string path = dir.file("model.ckpt");
+  RNNModel model(small_model(), 1);
+  save_model(path, model, five_words());
+  Checkpoint ck = load_checkpoint(path);
+  change(ck);
+  save_checkpoint(path, ck.tensors, ck.strings);
+  return path;
+}
+
+std::string load_error(const std::string& path) {
+  return mgtest::error_of([&] { load_model(path); });
+}
+
+}  // namespace
+
+TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
+  const mgtest::TempDir dir;
+  EXPECT_EQ(load_error(damaged_model(dir, [](Checkpoint&) {})), "");  // the undamaged file loads
+  std::string e = load_error(damaged_model(dir, [](Checkpoint& ck) {
+    for (auto& [name, t] : ck.tensors)
+      if (name == "model.decoder.bias") t = Tensor::full(t.shape(), std::numeric_limits<float>::quiet_NaN());
+  }));
+  EXPECT_HAS(e, "parameter 'decoder.bias' holds nan at element 0");
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.tensors.emplace_back("model.extra.weight", Tensor::ones({2})); }));
+  EXPECT_HAS(e, "tensor 'model.extra.weight' is not a parameter of this model");
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.dropout"] = "1.5"; }));
+  EXPECT_HAS(e, "model.dropout = 1.500000 is outside [0, 1)");
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.emsize"] = "9223372036854775807"; }));
+  EXPECT_HAS(e, "model.emsize = 9223372036854775807 is outside [1, 1048576]");
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["vocab"] = "<eos>\na\nb\n"; }));
+  EXPECT_HAS(e, "the stored vocabulary has 3 words but the model has ntoken = 5");
+}
+
+TEST(Reliability, ANonFiniteGradientStopsTrainingBeforeTheUpdate) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("diverge"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("diverge"));
+  cfg.lr = 1e30f, cfg.clip = 0;  // the first update overflows the weights
+  try {
+    train_lm(cfg, corpus);
+    FAIL() << "a diverging run trained on";
+  } catch (const std::runtime_error& e) {
+    EXPECT_HAS(std::string(e.what()), "training diverged: the gradient norm is");
+  }
+  EXPECT_FALSE(std::filesystem::exists(cfg.save + "/best.ckpt"));  // nothing non-finite was kept
+}

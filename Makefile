@@ -101,7 +101,7 @@ debug:
 
 asan:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
-	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/asan/run_tests $(GTEST_FLAGS)
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/asan/run_tests $(GTEST_FLAGS)
 
 # The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.
 # make run ARGS="--max-minutes 15 --save runs/mos15").

@@ -123,8 +123,12 @@ void cuda_release_bytes(void* p, size_t bytes) {
   DeviceCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.live -= static_cast<int64_t>(b);
-  c.free_lists[b].push_back(p);  // kernels still queued on the stream may use p: reuse is in stream order
-  c.cached += static_cast<int64_t>(b);
+  try {
+    c.free_lists[b].push_back(p);  // kernels still queued on the stream may use p: reuse is in stream order
+    c.cached += static_cast<int64_t>(b);
+  } catch (...) {  // called from destructors: never throw; cudaFree waits for the queued kernels
+    cudaFree(p);
+  }
 }
 
 void cuda_empty_cache() {

@@ -63,6 +63,7 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
     tensors.emplace_back("hidden." + std::to_string(l) + ".c", hidden[l].c);
   }
   std::map<std::string, std::string> s = cfg.to_map();
+  for (const auto& [k, v] : model.config.to_map()) s["model." + k] = v;  // the model's, e.g. the corpus's ntoken
   s["kind"] = "train-state";
   s["epoch"] = std::to_string(st.epoch), s["batch_pos"] = std::to_string(st.batch_pos);
   s["step"] = std::to_string(st.step), s["tokens"] = std::to_string(st.tokens);

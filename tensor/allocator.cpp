@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -59,11 +61,26 @@ float* allocate_floats(size_t n) {
     ++c.stats.misses;
   }
   void* p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
-  if (!p) throw std::bad_alloc();
+  if (!p) {
+    {
+      std::lock_guard<std::mutex> lock(c.mutex);
+      c.stats.live_bytes -= static_cast<int64_t>(b * sizeof(float));
+    }
+    allocator_empty_cache();  // give the cache back and try once more before giving up
+    p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
+    if (!p)
+      throw std::runtime_error("out of memory: a tensor of " + std::to_string(b * sizeof(float) / 1048576.0) +
+                               " MiB could not be allocated (" + std::to_string(allocator_stats().live_bytes / 1048576.0) +
+                               " MiB held by live tensors)");
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.stats.live_bytes += static_cast<int64_t>(b * sizeof(float));
+  }
   return static_cast<float*>(p);
 }
 
-void release_floats(float* p, size_t n) {
+// Called from Storage's destructor: it must not throw, so a full free list (push_back failing to
+// grow) returns the block to the system instead.
+void release_floats(float* p, size_t n) noexcept {
   if (!p) return;
   const size_t b = bucket_of(n);
   const int64_t bytes = static_cast<int64_t>(b * sizeof(float));
@@ -72,9 +89,12 @@ void release_floats(float* p, size_t n) {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.stats.live_bytes -= bytes;
     if (c.stats.cached_bytes + bytes <= cache_limit_bytes()) {
-      c.free_lists[b].push_back(p);
-      c.stats.cached_bytes += bytes;
-      return;
+      try {
+        c.free_lists[b].push_back(p);
+        c.stats.cached_bytes += bytes;
+        return;
+      } catch (...) {
+      }
     }
   }
   std::free(p);

@@ -9,9 +9,11 @@
 
 namespace mg {
 
-// 64-byte aligned (one cache line, one AVX-512 vector). n may be 0.
+// 64-byte aligned (one cache line, one AVX-512 vector). n may be 0. Out of memory, after returning
+// the cache to the system, is a std::runtime_error naming the size.
 float* allocate_floats(size_t n);
-void release_floats(float* p, size_t n);
+// Never throws (it runs in destructors).
+void release_floats(float* p, size_t n) noexcept;
 
 struct AllocatorStats {
   int64_t cached_bytes = 0;     // held in the cache, ready for reuse

@@ -77,3 +77,21 @@ TEST(Reliability, ANonFiniteGradientStopsTrainingBeforeTheUpdate) {
   }
   EXPECT_FALSE(std::filesystem::exists(cfg.save + "/best.ckpt"));  // nothing non-finite was kept
 }
+
+TEST(Reliability, OutOfMemoryIsAClearErrorNotAnAbort) {
+  try {
+    Tensor::empty({int64_t{1} << 40});  // 4 TiB
+    FAIL() << "a 4 TiB tensor was allocated";
+  } catch (const std::runtime_error& e) {
+    EXPECT_HAS(std::string(e.what()), "out of memory: a tensor of 4194304");
+  }
+  EXPECT_EQ(Tensor::ones({3}).to_vector(), std::vector<float>(3, 1.0f));  // and the allocator still works
+}
+
+TEST(Reliability, TheTrainStateRecordsTheCorpusVocabularySize) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("ntoken"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("ntoken"));
+  cfg.max_steps = 2;
+  train_lm(cfg, corpus);
+  EXPECT_EQ(load_checkpoint(cfg.save + "/checkpoint.ckpt").string("model.ntoken"), std::to_string(corpus.vocab.size()));
+}

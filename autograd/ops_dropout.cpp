@@ -1,7 +1,7 @@
 // Inverted-dropout masks (Srivastava et al. 2014): keep with probability 1-p and scale by 1/(1-p)
 // so the expected activation is unchanged and evaluation needs no rescaling.
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 
@@ -22,7 +22,7 @@ Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) 
   // depend on how the work is split.
   parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
     philox_uniforms(seed, first + static_cast<uint64_t>(b), e - b, m + b);
-    const float drop_p = p, keep = keep_scale;  // locals: see autograd/kernels.h
+    const float drop_p = p, keep = keep_scale;  // locals: see tensor/kernels.h
     float* mb = m;
     for (int64_t i = b; i < e; ++i) mb[i] = mb[i] >= drop_p ? keep : 0.0f;
   });

@@ -36,7 +36,7 @@ struct CudaLayout {
   int64_t offset = 0;
 };
 
-// The [outer, n, inner] view of a contiguous tensor around one dim (autograd/kernels.h DimSplit).
+// The [outer, n, inner] view of a contiguous tensor around one dim (tensor/kernels.h DimSplit).
 struct CudaSplit {
   int64_t outer = 1, n = 1, inner = 1;
 };
@@ -95,7 +95,7 @@ MG_CUDA_API(void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_
                                    const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
                                    int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c))
 
-// ---- cuda/ops_elementwise.cu: autograd/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting ----
+// ---- cuda/ops_elementwise.cu: tensor/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting ----
 MG_CUDA_API(void cuda_fill(float* out, int64_t n, float value))
 MG_CUDA_API(void cuda_unary(CudaUnary fn, const float* x, float* y, int64_t n, float scalar))
 MG_CUDA_API(void cuda_binary(CudaBinary fn, const float* a, const float* b, float* out, int64_t n))

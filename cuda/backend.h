@@ -135,7 +135,7 @@ MG_CUDA_API(void cuda_gather_rows(const float* x, int64_t N, int64_t C, const in
 MG_CUDA_API(void cuda_scatter_rows(const float* g, float scale, int64_t N, int64_t C, const int64_t* index,
                                    float* grad))
 
-// ---- cuda/philox.cu: tensor/philox.cpp and ops_dropout.cpp ----
+// ---- cuda/philox.cu: tensor/philox.cpp and nn/dropout.cpp dropout_mask ----
 // out[i] = philox_uniform(seed, first + i), bit for bit the CPU's numbers.
 MG_CUDA_API(void cuda_philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out))
 // mask[i] = uniform(first + i) >= p ? 1/(1-p) : 0, the CPU's dropout_mask.

@@ -1,7 +1,8 @@
 # mosgrad build. Plain GNU make, no configure step.
 #
 #   make            optimized library + the `mosgrad` command (build/release/)
-#   make test       build and run the GoogleTest suite (optimized, OpenMP)
+#   make test       check the layers, then build and run the GoogleTest suite (optimized, OpenMP)
+#   make check-layers  fail if a folder includes a higher one (tools/check_layers.sh)
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
@@ -60,7 +61,7 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-.PHONY: all test debug asan bench clean data run
+.PHONY: all test check-layers debug asan bench clean data run
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(BUILD)/%.o: %.cpp
@@ -92,9 +93,13 @@ bench:
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 RELEASE := build/release$(if $(filter 1,$(CUDA)),-cuda)
-test:
+test: check-layers
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests
 	./$(RELEASE)/run_tests $(GTEST_FLAGS)
+
+# The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
+check-layers:
+	@bash tools/check_layers.sh
 
 debug:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)

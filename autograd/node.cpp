@@ -39,6 +39,11 @@ Node::~Node() {
 
 const std::string& node_op(const Node& node) { return node.op; }
 
+namespace {
+// Lets Tensor::debug_string (tensor/print.cpp, which cannot include this folder) name the op.
+[[maybe_unused]] const bool g_namer_installed = (set_grad_fn_namer(&node_op), true);
+}  // namespace
+
 bool is_grad_enabled() { return g_grad_enabled; }
 NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
 NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }

@@ -82,10 +82,4 @@ Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& index);
 // Mean negative log-likelihood: -mean_i logp[i, target[i]], logp [N,V] -> scalar [].
 Tensor nll_loss(const Tensor& logp, const std::vector<int64_t>& target);
 
-// ---- dropout masks (ops_dropout.cpp) ----
-// A mask of 0 and 1/(1-p) (inverted dropout: expected value 1), drawn from `gen`. Apply it with
-// mul(x, mask); a mask of shape [1,B,H] on x [T,B,H] is locked (variational) dropout.
-// On the GPU (device CUDA) the mask is bit for bit the CPU's.
-Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device = Device::CPU);
-
 }  // namespace mg

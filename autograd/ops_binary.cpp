@@ -2,8 +2,8 @@
 // shape (sum_to), because a broadcast input was used once per position it was expanded to.
 #include <cstring>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

@@ -4,8 +4,8 @@
 #include <cstring>
 #include <memory>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

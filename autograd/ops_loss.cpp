@@ -1,8 +1,8 @@
 // Negative log-likelihood of targets under log-probabilities: the language-model loss.
 #include <memory>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

@@ -1,8 +1,8 @@
 // Matrix products. For C = A'B' (A' = op(A), B' = op(B)): dA' = g B'^T and dB' = A'^T g; the
 // transpose flags let both be computed by the same GEMM without materialising any transpose.
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "tensor/gemm.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

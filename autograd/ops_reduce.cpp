@@ -2,8 +2,8 @@
 // serially), so the result is bitwise the same for any thread count.
 #include <cmath>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 #include "tensor/vec_math.h"
 
 namespace mg {

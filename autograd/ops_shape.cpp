@@ -2,8 +2,8 @@
 // their backward routes the gradient back into the input's layout.
 #include <cstring>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

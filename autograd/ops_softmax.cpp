@@ -1,8 +1,8 @@
 // softmax and log_softmax over one dimension, max-subtracted for stability.
 #include <cmath>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 #include "tensor/vec_math.h"
 
 namespace mg {

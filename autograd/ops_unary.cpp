@@ -2,8 +2,8 @@
 // terms of it (tanh' = 1 - y^2, sigmoid' = y(1 - y), exp' = y).
 #include <cmath>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

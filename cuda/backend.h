@@ -36,7 +36,7 @@ struct CudaLayout {
   int64_t offset = 0;
 };
 
-// The [outer, n, inner] view of a contiguous tensor around one dim (autograd/kernels.h DimSplit).
+// The [outer, n, inner] view of a contiguous tensor around one dim (tensor/kernels.h DimSplit).
 struct CudaSplit {
   int64_t outer = 1, n = 1, inner = 1;
 };
@@ -95,7 +95,7 @@ MG_CUDA_API(void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_
                                    const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
                                    int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c))
 
-// ---- cuda/ops_elementwise.cu: autograd/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting ----
+// ---- cuda/ops_elementwise.cu: tensor/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting ----
 MG_CUDA_API(void cuda_fill(float* out, int64_t n, float value))
 MG_CUDA_API(void cuda_unary(CudaUnary fn, const float* x, float* y, int64_t n, float scalar))
 MG_CUDA_API(void cuda_binary(CudaBinary fn, const float* a, const float* b, float* out, int64_t n))
@@ -135,7 +135,7 @@ MG_CUDA_API(void cuda_gather_rows(const float* x, int64_t N, int64_t C, const in
 MG_CUDA_API(void cuda_scatter_rows(const float* g, float scale, int64_t N, int64_t C, const int64_t* index,
                                    float* grad))
 
-// ---- cuda/philox.cu: tensor/philox.cpp and ops_dropout.cpp ----
+// ---- cuda/philox.cu: tensor/philox.cpp and nn/dropout.cpp dropout_mask ----
 // out[i] = philox_uniform(seed, first + i), bit for bit the CPU's numbers.
 MG_CUDA_API(void cuda_philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out))
 // mask[i] = uniform(first + i) >= p ? 1/(1-p) : 0, the CPU's dropout_mask.

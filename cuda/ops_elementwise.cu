@@ -1,4 +1,4 @@
-// Elementwise kernels: the GPU side of autograd/kernels.h (map_unary, map_binary), the formulas of
+// Elementwise kernels: the GPU side of tensor/kernels.h (map_unary, map_binary), the formulas of
 // autograd/ops_unary.cpp and autograd/ops_binary.cpp, ops_binary.cpp's broadcast_binary and
 // tensor.cpp's strided copy.
 //

@@ -7,7 +7,7 @@
 // double (as on the CPU, except that its sum over a dim with inner > 1 adds float rows); the order
 // differs from the CPU's, so results agree with it to rounding, not to the bit.
 //
-// A reduction over one dim of a contiguous tensor is seen, as on the CPU (autograd/kernels.h
+// A reduction over one dim of a contiguous tensor is seen, as on the CPU (tensor/kernels.h
 // DimSplit), as outer*inner lines of n elements: line w starts at (w / inner)*n*inner + w % inner
 // and its elements are inner apart. Two shapes of work:
 //   - inner == 1 and n long (softmax over V = 10,000 words): one block per line, its threads

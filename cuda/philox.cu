@@ -1,5 +1,5 @@
 // Counter-based random numbers on the GPU: the same Philox4x32-10 as tensor/philox.cpp, and the
-// dropout mask of autograd/ops_dropout.cpp. The number at position i of stream `seed` depends only
+// dropout mask of nn/dropout.cpp. The number at position i of stream `seed` depends only
 // on (seed, i), so the GPU draws bit for bit the numbers the CPU draws, and a run can move between
 // devices (or restore a checkpoint on the other one) without changing its random stream.
 #include <cstdint>
@@ -71,7 +71,7 @@ __host__ __device__ inline uint64_t block_count(uint64_t first, uint64_t end) {
   return ((end - 1) >> 2) - (first >> 2) + 1;
 }
 
-// tensor/philox.cpp philox_uniforms (and, with kMask, ops_dropout.cpp dropout_mask): out [n] at
+// tensor/philox.cpp philox_uniforms (and, with kMask, nn/dropout.cpp dropout_mask): out [n] at
 // i = uniform(first + i), or keep_scale / 0 as uniform >= p. One thread per Philox block: a block
 // gives four consecutive positions, so each is computed once (the CPU's one-at-a-time
 // philox_uniform would compute every block four times).
@@ -104,7 +104,7 @@ void cuda_philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out) 
 
 void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask) {
   if (n <= 0) return;
-  // On the host and in float, exactly as ops_dropout.cpp computes it (the caller checks p in [0, 1)).
+  // On the host and in float, exactly as nn/dropout.cpp dropout_mask computes it (the caller checks p in [0, 1)).
   const float keep_scale = 1.0f / (1.0f - p);
   launch_philox<true>("philox_kernel<mask>", seed, first, n, p, keep_scale, mask);
 }

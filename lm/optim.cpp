@@ -63,7 +63,7 @@ void Optimizer::step(float lr) {
     float* a = s.buf_a.defined() ? s.buf_a.data() : nullptr;
     float* b = s.buf_b.defined() ? s.buf_b.data() : nullptr;
     parallel_for(n, 1 << 15, [&](int64_t i0, int64_t i1) {
-      // One loop per rule, with every scalar a local (see autograd/kernels.h), so that each
+      // One loop per rule, with every scalar a local (see tensor/kernels.h), so that each
       // vectorizes: this pass touches all 3.5M parameters of a small model at every step.
       const float wd = wdecay_, rate = lr, avg_w = mu, b1 = beta1_, b2 = beta2_, eps = eps_, c1 = bc1, c2 = bc2;
       float* pp = p;
@@ -194,7 +194,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       }
       float* d = g.data();
       parallel_for(g.numel(), 1 << 15, [&](int64_t i0, int64_t i1) {
-        const float k = scale;  // a local: see autograd/kernels.h
+        const float k = scale;  // a local: see tensor/kernels.h
         for (int64_t i = i0; i < i1; ++i) d[i] *= k;
       });
     }

@@ -1,8 +1,36 @@
 #include "nn/dropout.h"
 
 #include "autograd/ops.h"
+#include "cuda/backend.h"
+#include "tensor/kernels.h"
 
 namespace mg {
+
+// Inverted-dropout masks (Srivastava et al. 2014): keep with probability 1-p and scale by 1/(1-p)
+// so the expected activation is unchanged and evaluation needs no rescaling.
+Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) {
+  if (!(p >= 0.0f && p < 1.0f))
+    throw std::invalid_argument("dropout_mask: p must be in [0, 1), got " + std::to_string(p));
+  Tensor mask = Tensor::empty(shape, device);
+  const int64_t n = mask.numel();
+  const uint64_t first = gen.advance(static_cast<uint64_t>(n));
+  if (device == Device::CUDA) {  // the same positions of the same Philox stream: the same mask
+    cuda_dropout_mask(gen.seed, first, n, p, mask.data_ptr());
+    return mask;
+  }
+  const float keep_scale = 1.0f / (1.0f - p);
+  float* m = mask.data();
+  const uint64_t seed = gen.seed;
+  // Each chunk draws its own positions [first + b, first + e) of the stream, so the mask does not
+  // depend on how the work is split.
+  parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+    philox_uniforms(seed, first + static_cast<uint64_t>(b), e - b, m + b);
+    const float drop_p = p, keep = keep_scale;  // locals: see tensor/kernels.h
+    float* mb = m;
+    for (int64_t i = b; i < e; ++i) mb[i] = mb[i] >= drop_p ? keep : 0.0f;
+  });
+  return mask;
+}
 
 Tensor dropout(const Tensor& x, float p, Generator& gen, bool training) {
   if (!training || p == 0.0f) return x;

@@ -8,6 +8,11 @@
 
 namespace mg {
 
+// A mask of 0 and 1/(1-p) (inverted dropout: expected value 1), drawn from `gen`. Apply it with
+// mul(x, mask); a mask of shape [1,B,H] on x [T,B,H] is locked (variational) dropout.
+// On the GPU (device CUDA) the mask is bit for bit the CPU's.
+Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device = Device::CPU);
+
 // Standard dropout: an independent mask per element. x any shape.
 Tensor dropout(const Tensor& x, float p, Generator& gen, bool training);
 

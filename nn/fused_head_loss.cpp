@@ -18,10 +18,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "nn/heads.h"
 #include "tensor/gemm.h"
+#include "tensor/kernels.h"
 #include "tensor/vec_math.h"
 
 namespace mg {

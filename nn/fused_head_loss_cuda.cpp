@@ -4,10 +4,10 @@
 // device, and so is the output gradient backward scales by: the host never waits for the GPU here.
 #include <memory>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "nn/heads.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 

@@ -16,11 +16,11 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/kernels.h"
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "nn/lstm.h"
 #include "tensor/gemm.h"
+#include "tensor/kernels.h"
 #include "tensor/parallel.h"
 #include "tensor/vec_math.h"
 

@@ -3,12 +3,13 @@
 #include <iostream>
 #include <sstream>
 
-#include "autograd/engine.h"
 #include "tensor/tensor.h"
 
 namespace mg {
 
 namespace {
+
+GradFnNamer g_grad_fn_namer = nullptr;  // set by autograd/node.cpp
 
 void print_dim(std::ostringstream& os, const Tensor& t, int d, int64_t pos, int max_per_dim,
                int indent) {
@@ -37,6 +38,8 @@ void print_dim(std::ostringstream& os, const Tensor& t, int d, int64_t pos, int 
 
 }  // namespace
 
+void set_grad_fn_namer(GradFnNamer namer) { g_grad_fn_namer = namer; }
+
 std::string Tensor::debug_string(int max_per_dim) const {
   if (!defined()) return "Tensor(undefined)";
   if (is_cuda()) {  // the numbers of a host copy (gdb's mg_print works on GPU tensors too)
@@ -58,7 +61,7 @@ std::string Tensor::debug_string(int max_per_dim) const {
   }
   os << ", shape=" << shape_str(shape());
   if (!name().empty()) os << ", name=" << name();
-  if (grad_fn()) os << ", grad_fn=" << node_op(*grad_fn());
+  if (grad_fn()) os << ", grad_fn=" << (g_grad_fn_namer ? g_grad_fn_namer(*grad_fn()) : "?");
   else if (requires_grad()) os << ", requires_grad";
   os << ')';
   return os.str();

@@ -3,7 +3,6 @@
 #include <cmath>
 #include <cstring>
 
-#include "autograd/engine.h"
 #include "cuda/backend.h"
 #include "tensor/allocator.h"
 #include "tensor/parallel.h"
@@ -209,29 +208,8 @@ void copy_into(Tensor& dst, const std::vector<float>& host_values) {
   else if (bytes) std::memcpy(dst.data(), host_values.data(), bytes);
 }
 
-Tensor& Tensor::requires_grad_(bool on) {
-  if (on && !is_leaf())
-    throw std::logic_error("requires_grad_: only leaves (parameters, inputs) can be marked; "
-                           "this tensor was computed by '" + node_op(*impl().grad_fn) + "'");
-  impl().requires_grad = on;
-  return *this;
-}
-
 Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
 void Tensor::zero_grad() { impl().grad.reset(); }
-
-void Tensor::backward() const {
-  if (numel() != 1)
-    throw ShapeError("backward: needs a scalar loss (or an explicit gradient), got shape " +
-                     shape_str(shape()));
-  run_backward(*this, Tensor::ones(shape(), device()));
-}
-
-void Tensor::backward(const Tensor& grad_output) const {
-  check_same_shape("backward", *this, grad_output);
-  check_same_device("backward", {*this, grad_output});
-  run_backward(*this, grad_output);
-}
 
 Tensor Tensor::detach() const {
   Tensor v = make_view(*this, shape(), strides(), impl().offset);

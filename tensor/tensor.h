@@ -100,6 +100,8 @@ class Tensor {
   bool is_cuda() const { return device() == Device::CUDA; }
 
   // ---- autograd ----
+  // requires_grad_ and backward need the graph, so they are defined in autograd/tensor_autograd.cpp
+  // (tensor/ includes nothing of autograd/); the rest are plain field accesses.
   bool requires_grad() const { return impl().requires_grad; }
   Tensor& requires_grad_(bool on = true);
   Tensor grad() const;  // undefined until a backward reaches this leaf
@@ -146,6 +148,12 @@ void copy_into(Tensor& dst, const std::vector<float>& host_values);
 // t's shape, strides and offset for a CUDA kernel (cuda/backend.h; rank <= kCudaMaxDims).
 struct CudaLayout;
 CudaLayout cuda_layout(const Tensor& t);
+
+// How debug_string names a tensor's grad_fn ("grad_fn=matmul"). Node's fields are out of tensor/'s
+// sight, so autograd/node.cpp installs its node_op here at start-up; node.cpp is linked into every
+// program that can make a Node, so any tensor with a grad_fn prints its op's name.
+using GradFnNamer = const std::string& (*)(const Node&);
+void set_grad_fn_namer(GradFnNamer namer);
 
 }  // namespace mg
 

@@ -10,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "nn/dropout.h"
 #include "nn/heads.h"
 #include "nn/lstm.h"
 #include "tests/test_util.h"

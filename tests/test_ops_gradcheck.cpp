@@ -4,6 +4,7 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
+#include "nn/dropout.h"
 #include "tests/test_util.h"
 
 using namespace mg;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "autograd/ops.h"
+#include "nn/dropout.h"
 #include "tensor/parallel.h"
 #include "tests/test_util.h"
 

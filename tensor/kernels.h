@@ -1,8 +1,9 @@
-// Small loop helpers shared by the op files: an elementwise map over one or two same-shaped tensors,
-// and the [outer, n, inner] split that lets one kernel reduce over any dimension.
+// Small loop helpers shared by the op files (autograd/ops_*.cpp) and the fused layers (nn/): an
+// elementwise map over one or two same-shaped tensors, and the [outer, n, inner] split that lets
+// one kernel reduce over any dimension. They know nothing of the graph, so they live in tensor/.
 #pragma once
 
-#include "autograd/kernels_cuda.h"
+#include "tensor/kernels_cuda.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 

@@ -1,4 +1,4 @@
-// The GPU side of autograd/kernels.h: the same helpers for tensors on the CUDA device, built on
+// The GPU side of tensor/kernels.h: the same helpers for tensors on the CUDA device, built on
 // cuda/backend.h. An op checks its inputs' device, then calls these instead of its CPU loop.
 #pragma once
 

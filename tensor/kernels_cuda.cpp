@@ -1,6 +1,6 @@
-#include "autograd/kernels_cuda.h"
+#include "tensor/kernels_cuda.h"
 
-#include "autograd/kernels.h"
+#include "tensor/kernels.h"
 
 namespace mg {
 
@@ -27,7 +27,7 @@ Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
     return out;
   }
   // Broadcasting: read a and b through the output's dims, with stride 0 where they were expanded
-  // (the same strides as broadcast_binary in ops_binary.cpp).
+  // (the same strides as broadcast_binary in autograd/ops_binary.cpp).
   const Shape out_shape = broadcast_shapes(op, a_in.shape(), b_in.shape());
   Tensor out = Tensor::empty(out_shape, Device::CUDA);
   const int rank = static_cast<int>(out_shape.size());

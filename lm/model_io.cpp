@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "autograd/node.h"
-#include "lm/safetensors.h"
+#include "io/safetensors.h"
 
 namespace mg {
 

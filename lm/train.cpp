@@ -11,8 +11,8 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "io/checkpoint.h"
 #include "lm/batching.h"
-#include "lm/checkpoint.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
 #include "lm/optim.h"

@@ -1,4 +1,4 @@
-// The checkpoint container (lm/checkpoint.h): bit-exact round trips, every kind of damaged file
+// The checkpoint container (io/checkpoint.h): bit-exact round trips, every kind of damaged file
 // giving an error that names the file and the problem, and the atomic write.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <sstream>
 
-#include "lm/checkpoint.h"
+#include "io/checkpoint.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// safetensors reading and writing (lm/safetensors.h): round trips, byte-exact agreement with the
+// safetensors reading and writing (io/safetensors.h): round trips, byte-exact agreement with the
 // reference implementation and with a file made by tools/check_safetensors.py from PyTorch tensors,
 // and clear errors for broken files.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <sstream>
 
-#include "lm/safetensors.h"
+#include "io/safetensors.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -20,7 +20,7 @@
 #include <map>
 #include <string>
 
-#include "lm/checkpoint.h"  // NamedTensors, AtomicFileWriter
+#include "io/checkpoint.h"  // NamedTensors, AtomicFileWriter
 #include "tensor/tensor.h"
 
 namespace mg {

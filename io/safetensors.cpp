@@ -1,4 +1,4 @@
-#include "lm/safetensors.h"
+#include "io/safetensors.h"
 
 #include <algorithm>
 #include <cstring>

@@ -64,7 +64,7 @@ Checkpoint load_checkpoint(const std::string& path);
 // result as `crc`; crc32("123456789") == 0xCBF43926.
 uint32_t crc32(const void* data, size_t n, uint32_t crc = 0);
 
-// The atomic-write mechanism, shared with lm/safetensors.cpp: write, optionally seek back to patch
+// The atomic-write mechanism, shared with io/safetensors.cpp: write, optionally seek back to patch
 // a header, then commit(). Destroying it without commit() (an exception was thrown) deletes the
 // temp file, so `path` never sees partial content.
 class AtomicFileWriter {

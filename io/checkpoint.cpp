@@ -1,4 +1,4 @@
-#include "lm/checkpoint.h"
+#include "io/checkpoint.h"
 
 #include <fcntl.h>
 #include <unistd.h>

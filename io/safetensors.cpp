@@ -1,14 +1,13 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <vector>
 
-namespace fs = std::filesystem;
+#include "io/atomic_file.h"
+#include "io/little_endian.h"
+#include "io/read_file.h"
 
 namespace mg {
 
@@ -16,13 +15,6 @@ namespace {
 
 // The reference implementation refuses headers over 100 MB; a larger length is a corrupt file.
 constexpr uint64_t kMaxHeader = 100'000'000;
-
-bool host_is_little_endian() {
-  const uint32_t one = 1;
-  unsigned char first;
-  std::memcpy(&first, &one, 1);
-  return first == 1;
-}
 
 // ---------------------------------------------------------------- a minimal JSON
 // Just what the header needs: objects keep their key order (it tells us nothing, but error
@@ -298,24 +290,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   header.append((8 - header.size() % 8) % 8, ' ');
 
   AtomicFileWriter out(path);
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xFF);
-  out.write(len, 8);
+  std::string len;
+  put_le64(len, header.size());
+  out.write(len.data(), len.size());
   out.write(header.data(), header.size());
-  for (const Tensor& t : contiguous) {
-    const size_t n = static_cast<size_t>(t.numel());
-    if (host_is_little_endian()) {
-      out.write(t.data(), n * sizeof(float));
-    } else {
-      std::vector<unsigned char> bytes(n * 4);
-      for (size_t i = 0; i < n; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, t.data() + i, 4);
-        for (int b = 0; b < 4; ++b) bytes[4 * i + b] = static_cast<unsigned char>(bits >> (8 * b));
-      }
-      out.write(bytes.data(), bytes.size());
-    }
-  }
+  for (const Tensor& t : contiguous)
+    write_le_floats(t.data(), static_cast<size_t>(t.numel()), [&](const void* p, size_t n) { out.write(p, n); });
   out.commit();
 }
 
@@ -323,38 +303,28 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 
 SafetensorsFile load_safetensors(const std::string& path) {
   const std::string where = "safetensors file " + path;
-  std::error_code ec;
-  if (!fs::exists(path, ec)) throw std::runtime_error(where + " does not exist");
-  if (fs::is_directory(path, ec)) throw std::runtime_error(where + " is a directory, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(where + " cannot be opened (permissions?)");
-  // One read of the known size: much faster than a byte iterator for a few hundred MB.
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  std::vector<unsigned char> file(size > 0 ? static_cast<size_t>(size) : 0);
-  if (size < 0 || !in.read(reinterpret_cast<char*>(file.data()), static_cast<std::streamsize>(file.size())))
-    throw std::runtime_error(where + ": read error");
+  const std::string bytes = read_file(path, "safetensors file");
+  const unsigned char* file = reinterpret_cast<const unsigned char*>(bytes.data());
+  const size_t file_size = bytes.size();
 
-  if (file.size() < 8)
-    throw std::runtime_error(where + " is truncated: " + std::to_string(file.size()) +
+  if (file_size < 8)
+    throw std::runtime_error(where + " is truncated: " + std::to_string(file_size) +
                              " bytes, but the format starts with an 8-byte header length");
-  uint64_t header_len = 0;
-  for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | file[static_cast<size_t>(i)];
-  const uint64_t after = file.size() - 8;
+  const uint64_t header_len = get_le64(file);
+  const uint64_t after = file_size - 8;
   if (header_len > after)
     throw std::runtime_error(where + ": header length " + std::to_string(header_len) + " is larger than the file (" +
-                             std::to_string(file.size()) + " bytes): truncated, or not a safetensors file");
+                             std::to_string(file_size) + " bytes): truncated, or not a safetensors file");
   if (header_len > kMaxHeader)
     throw std::runtime_error(where + ": header length " + std::to_string(header_len) +
                              " is over the 100 MB limit of the format: not a safetensors file");
-  const std::string header(reinterpret_cast<const char*>(file.data() + 8), static_cast<size_t>(header_len));
+  const std::string header = bytes.substr(8, static_cast<size_t>(header_len));
   if (header.empty() || header[0] != '{')
     throw std::runtime_error(where + ": bad JSON header: it must start with '{' (not a safetensors file?)");
   const Json root = JsonParser(header, where).parse_document();
   if (root.kind != Json::Object) throw std::runtime_error(where + ": bad JSON header: the top level must be an object");
 
-  const unsigned char* data = file.data() + 8 + header_len;
+  const unsigned char* data = file + 8 + header_len;
   const uint64_t data_len = after - header_len;
 
   struct Entry { std::string name; Shape shape; uint64_t begin, end; };
@@ -432,17 +402,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
 
   for (Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape);
-    const unsigned char* src = data + e.begin;
-    const size_t n = static_cast<size_t>(t.numel());
-    if (host_is_little_endian()) {
-      if (n > 0) std::memcpy(t.data(), src, n * 4);
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        const uint32_t bits = static_cast<uint32_t>(src[4 * i]) | static_cast<uint32_t>(src[4 * i + 1]) << 8 |
-                              static_cast<uint32_t>(src[4 * i + 2]) << 16 | static_cast<uint32_t>(src[4 * i + 3]) << 24;
-        std::memcpy(t.data() + i, &bits, 4);
-      }
-    }
+    read_le_floats(data + e.begin, static_cast<size_t>(t.numel()), t.data());
     out.tensors.emplace_back(std::move(e.name), std::move(t));
   }
   return out;

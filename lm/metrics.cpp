@@ -13,6 +13,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "io/atomic_file.h"
+
 namespace mg {
 
 namespace {
@@ -629,22 +631,8 @@ void plot_learning_curves(const std::string& metrics_path, const std::string& sv
   }
   const std::string svg = render_svg(curves, shown);
 
-  // Through a temporary and a rename, so a viewer never sees half a file and a failure leaves any
-  // earlier plot intact.
-  const std::string tmp = svg_path + ".tmp";
-  std::FILE* f = std::fopen(tmp.c_str(), "w");
-  if (!f) throw std::runtime_error("cannot write plot '" + tmp + "': " + std::strerror(errno));
-  const bool wrote = std::fwrite(svg.data(), 1, svg.size(), f) == svg.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!wrote || !closed) {
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot write plot '" + tmp + "': " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), svg_path.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw std::runtime_error("cannot move plot into place as '" + svg_path + "': " + err);
-  }
+  // Atomic, so a viewer never sees half a file and a failure leaves any earlier plot intact.
+  write_file_atomically(svg_path, svg);
 }
 
 }  // namespace mg

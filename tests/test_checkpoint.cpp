@@ -10,7 +10,9 @@
 #include <limits>
 #include <sstream>
 
+#include "io/atomic_file.h"
 #include "io/checkpoint.h"
+#include "io/crc32.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

@@ -14,8 +14,8 @@
 //       key_length u32, key bytes, value_length u64, value bytes
 //
 // Writing is atomic (io/atomic_file.h): a crash, a full disk or Ctrl-C in the middle of a save
-// leaves the previous checkpoint at `path` intact; at worst a stray .tmp remains, which the next
-// save overwrites and load never reads.
+// leaves the previous checkpoint at `path` intact; at worst a temporary remains beside it, which
+// the next save removes and load never reads.
 #pragma once
 
 #include <cstdint>

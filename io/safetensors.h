@@ -30,7 +30,7 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;  // "__metadata__"; values are strings by the spec
 };
 
-// Writes atomically (path + ".tmp" in the same directory, then rename; see io/atomic_file.h).
+// Writes atomically (a temporary in the same directory, then rename; see io/atomic_file.h).
 // Tensors: any shape (rank 0 included), strided views and GPU tensors allowed (written from a host
 // copy), names unique and not "__metadata__".
 // Throws std::invalid_argument for bad input before touching the disk, std::runtime_error naming

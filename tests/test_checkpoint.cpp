@@ -239,12 +239,13 @@ TEST(Checkpoint, FailedWriteLeavesTheOldFileIntact) {
   mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 1.0f)}}, {{"epoch", "1"}});
   const std::string before = read_bytes(path);
   // Make the temp file impossible to create: a directory sits at its name.
-  fs::create_directory(path + ".tmp");
+  const std::string tmp = mgtest::next_tmp_path(path);
+  fs::create_directory(tmp);
   const std::string e = error_of([&] { mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 2.0f)}}, {{"epoch", "2"}}); });
   EXPECT_HAS(e, path + ".tmp");
   EXPECT_EQ(read_bytes(path), before);
   EXPECT_EQ(mg::load_checkpoint(path).string("epoch"), "1");
-  fs::remove(path + ".tmp");
+  fs::remove(tmp);
 
   // A directory that does not exist: an error naming the path, nothing created.
   const std::string missing = dir.file("no/such/dir/m.ckpt");

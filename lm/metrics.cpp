@@ -1,7 +1,6 @@
 #include "lm/metrics.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
@@ -9,11 +8,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <stdexcept>
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "io/json.h"
+#include "io/read_file.h"
 
 namespace mg {
 
@@ -41,16 +41,6 @@ std::string strf(const char* fmt, ...) {
 std::string json_num(double v, int digits = 6) {
   if (!std::isfinite(v)) return "null";
   return strf("%.*g", digits, v);
-}
-
-std::string json_str(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') out += {'\\', static_cast<char>(c)};
-    else if (c < 0x20) out += strf("\\u%04x", c);
-    else out += static_cast<char>(c);
-  }
-  return out + "\"";
 }
 
 // 2650 -> "2,650": throughput is easier to read at a glance with separators.
@@ -114,7 +104,7 @@ void MetricsWriter::write(const EpochMetrics& m) {
   s += ",\"train_loss\":" + json_num(m.train_loss) + ",\"train_ppl\":" + json_num(std::exp(m.train_loss));
   s += ",\"val_loss\":" + json_num(m.val_loss) + ",\"val_ppl\":" + json_num(std::exp(m.val_loss));
   s += ",\"elapsed_s\":" + json_num(m.elapsed_s, 9) + ",\"epoch_s\":" + json_num(m.epoch_s, 9);
-  s += ",\"optimizer\":" + json_str(m.optimizer) + ",\"best\":" + (m.best ? "true" : "false") + "}";
+  s += ",\"optimizer\":" + json_string(m.optimizer) + ",\"best\":" + (m.best ? "true" : "false") + "}";
   write_line(file_, path_, s);
 }
 
@@ -224,140 +214,31 @@ void ProgressDisplay::finish() {
 
 namespace {
 
-struct JsonValue {
-  enum Kind { kNumber, kString, kBool, kNull } kind = kNull;
-  double num = 0;
-  std::string str;
-  bool boolean = false;  // nothing plotted is a boolean yet ("best"), but the line must parse
-};
-
-using JsonObject = std::map<std::string, JsonValue>;
-
-// A parser for exactly what MetricsWriter writes and a person might type: one flat JSON object of
-// numbers, strings, booleans and nulls per line. Nested values are rejected as malformed.
-class LineParser {
- public:
-  LineParser(const std::string& text, const std::string& file, size_t line_no)
-      : s_(text), file_(file), line_no_(line_no) {}
-
-  JsonObject parse() {
-    JsonObject obj;
-    skip_ws();
-    expect('{', "expected '{' at the start of the line (one JSON object per line)");
-    skip_ws();
-    if (peek() == '}') {
-      ++pos_;
-    } else {
-      for (;;) {
-        skip_ws();
-        if (peek() != '"') fail("expected a quoted key");
-        const std::string key = parse_string();
-        skip_ws();
-        expect(':', "expected ':' after key \"" + key + "\"");
-        skip_ws();
-        JsonValue v = parse_value(key);
-        if (!obj.emplace(key, std::move(v)).second) fail("duplicate key \"" + key + "\"");
-        skip_ws();
-        if (peek() == ',') { ++pos_; continue; }
-        if (peek() == '}') { ++pos_; break; }
-        fail("expected ',' or '}' after the value of \"" + key + "\"");
-      }
-    }
-    skip_ws();
-    if (pos_ != s_.size()) fail("unexpected text after the closing '}'");
-    return obj;
-  }
-
+// Where a metrics line is, for its errors: "<file>:<line>: <what>".
+struct LineRef {
+  const std::string& path;
+  size_t line_no;
   [[noreturn]] void fail(const std::string& what) const {
-    throw std::runtime_error(file_ + ":" + std::to_string(line_no_) + ": " + what);
+    throw std::runtime_error(path + ":" + std::to_string(line_no) + ": " + what);
   }
-
- private:
-  char peek() const { return pos_ < s_.size() ? s_[pos_] : '\0'; }
-  void skip_ws() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\r')) ++pos_;
-  }
-  void expect(char c, const std::string& what) {
-    if (peek() != c) fail(what);
-    ++pos_;
-  }
-  bool take_word(const char* w) {
-    const size_t n = std::strlen(w);
-    if (s_.compare(pos_, n, w) != 0) return false;
-    pos_ += n;
-    return true;
-  }
-
-  std::string parse_string() {
-    ++pos_;  // the opening quote
-    std::string out;
-    for (;;) {
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char c = s_[pos_++];
-      if (c == '"') return out;
-      if (static_cast<unsigned char>(c) < 0x20) fail("control character inside a string");
-      if (c != '\\') { out += c; continue; }
-      if (pos_ >= s_.size()) fail("unterminated string");
-      const char e = s_[pos_++];
-      switch (e) {
-        case '"': case '\\': case '/': out += e; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          if (pos_ + 4 > s_.size() || !std::all_of(s_.begin() + pos_, s_.begin() + pos_ + 4, ::isxdigit))
-            fail("bad \\u escape");
-          const unsigned cp = static_cast<unsigned>(std::stoul(s_.substr(pos_, 4), nullptr, 16));
-          pos_ += 4;
-          // UTF-8 of the code unit; surrogate pairs are not combined (titles and names only).
-          if (cp < 0x80) out += static_cast<char>(cp);
-          else if (cp < 0x800) out += {static_cast<char>(0xC0 | cp >> 6), static_cast<char>(0x80 | (cp & 0x3F))};
-          else out += {static_cast<char>(0xE0 | cp >> 12), static_cast<char>(0x80 | ((cp >> 6) & 0x3F)),
-                       static_cast<char>(0x80 | (cp & 0x3F))};
-          break;
-        }
-        default: fail(std::string("bad escape '\\") + e + "' in a string");
-      }
-    }
-  }
-
-  JsonValue parse_value(const std::string& key) {
-    JsonValue v;
-    const char c = peek();
-    if (c == '"') {
-      v.kind = JsonValue::kString;
-      v.str = parse_string();
-    } else if (take_word("true")) {
-      v.kind = JsonValue::kBool;
-      v.boolean = true;
-    } else if (take_word("false")) {
-      v.kind = JsonValue::kBool;
-    } else if (take_word("null")) {
-      v.kind = JsonValue::kNull;
-    } else if (c == '-' || (c >= '0' && c <= '9')) {
-      // JSON's number grammar is a subset of strtod's; checking the first character keeps out
-      // strtod extras such as "inf", "nan" and hex.
-      const char* begin = s_.c_str() + pos_;
-      char* end = nullptr;
-      v.kind = JsonValue::kNumber;
-      v.num = std::strtod(begin, &end);
-      if (end == begin) fail("bad number for \"" + key + "\"");
-      pos_ += static_cast<size_t>(end - begin);
-    } else if (c == '{' || c == '[') {
-      fail("nested value for \"" + key + "\" (metrics lines are flat objects)");
-    } else {
-      fail("missing or bad value for \"" + key + "\"");
-    }
-    return v;
-  }
-
-  const std::string& s_;
-  const std::string& file_;
-  size_t line_no_;
-  size_t pos_ = 0;
 };
+
+// One line: a flat JSON object of numbers, strings, booleans and nulls, as MetricsWriter writes and
+// a person might type. Nested values are rejected as malformed.
+JsonValue parse_line(const std::string& line, const LineRef& where) {
+  if (line[line.find_first_not_of(" \t\r")] != '{')
+    where.fail("expected '{' at the start of the line (one JSON object per line)");
+  JsonValue obj;
+  try {
+    obj = parse_json(line);
+  } catch (const JsonError& e) {
+    where.fail(e.reason());
+  }
+  for (const auto& [key, value] : obj.members)
+    if (value.kind == JsonValue::Array || value.kind == JsonValue::Object)
+      where.fail("nested value for \"" + key + "\" (metrics lines are flat objects)");
+  return obj;
+}
 
 struct Point {
   double x, y;
@@ -372,17 +253,17 @@ void add_point(std::vector<Point>& series, double x, double y) {
 }
 
 // The field as a number: a required one must be present; null (a non-finite value) reads as NaN.
-double number_field(const JsonObject& obj, const char* key, const LineParser& where) {
-  const auto it = obj.find(key);
-  if (it == obj.end()) where.fail(std::string("no \"") + key + "\" field");
-  if (it->second.kind == JsonValue::kNull) return NAN;
-  if (it->second.kind != JsonValue::kNumber) where.fail(std::string("\"") + key + "\" is not a number");
-  return it->second.num;
+double number_field(const JsonValue& obj, const char* key, const LineRef& where) {
+  const JsonValue* v = obj.find(key);
+  if (!v) where.fail(std::string("no \"") + key + "\" field");
+  if (v->kind == JsonValue::Null) return NAN;
+  if (v->kind != JsonValue::Number) where.fail(std::string("\"") + key + "\" is not a number");
+  return v->number;
 }
 
 // Perplexity from the ppl field, or exp(loss) when only the loss was written.
-double ppl_field(const JsonObject& obj, const char* ppl_key, const char* loss_key, const LineParser& where) {
-  if (obj.count(ppl_key)) return number_field(obj, ppl_key, where);
+double ppl_field(const JsonValue& obj, const char* ppl_key, const char* loss_key, const LineRef& where) {
+  if (obj.find(ppl_key)) return number_field(obj, ppl_key, where);
   return std::exp(number_field(obj, loss_key, where));
 }
 
@@ -391,46 +272,33 @@ struct Curves {
 };
 
 Curves read_metrics(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) throw std::runtime_error("cannot open metrics file '" + path + "': " + std::strerror(errno));
+  const std::string text = read_file(path, "metrics file");
   Curves c;
   std::vector<Point> epoch_train;  // the fallback training curve when there are no interval lines
-  std::string line;
-  size_t line_no = 0;
   size_t records = 0;
-  bool eof = false;
-  try {
-    while (!eof) {
-      line.clear();
-      int ch;
-      while ((ch = std::fgetc(f)) != EOF && ch != '\n') line += static_cast<char>(ch);
-      eof = ch == EOF;
-      if (eof && line.empty()) break;
-      ++line_no;
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      LineParser parser(line, path, line_no);
-      const JsonObject obj = parser.parse();
-      const auto kind = obj.find("kind");
-      if (kind == obj.end() || kind->second.kind != JsonValue::kString)
-        parser.fail("no \"kind\" string field");
-      ++records;
-      const double tokens = number_field(obj, "tokens", parser);
-      if (kind->second.str == "interval") {
-        add_point(c.train, tokens, ppl_field(obj, "ppl", "loss", parser));
-      } else if (kind->second.str == "epoch") {
-        add_point(c.val, tokens, ppl_field(obj, "val_ppl", "val_loss", parser));
-        if (obj.count("train_ppl") || obj.count("train_loss"))
-          add_point(epoch_train, tokens, ppl_field(obj, "train_ppl", "train_loss", parser));
-      } else {
-        parser.fail("unknown kind \"" + kind->second.str + "\" (expected \"interval\" or \"epoch\")");
-      }
+  LineRef where{path, 0};
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1;
+    ++where.line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const JsonValue obj = parse_line(line, where);
+    const JsonValue* kind = obj.find("kind");
+    if (!kind || kind->kind != JsonValue::String) where.fail("no \"kind\" string field");
+    ++records;
+    const double tokens = number_field(obj, "tokens", where);
+    if (kind->str == "interval") {
+      add_point(c.train, tokens, ppl_field(obj, "ppl", "loss", where));
+    } else if (kind->str == "epoch") {
+      add_point(c.val, tokens, ppl_field(obj, "val_ppl", "val_loss", where));
+      if (obj.find("train_ppl") || obj.find("train_loss"))
+        add_point(epoch_train, tokens, ppl_field(obj, "train_ppl", "train_loss", where));
+    } else {
+      where.fail("unknown kind \"" + kind->str + "\" (expected \"interval\" or \"epoch\")");
     }
-    if (std::ferror(f)) throw std::runtime_error("cannot read metrics file '" + path + "'");
-  } catch (...) {
-    std::fclose(f);
-    throw;
   }
-  std::fclose(f);
   if (records == 0) throw std::runtime_error("metrics file '" + path + "' has no metrics lines");
   if (c.train.empty()) c.train = std::move(epoch_train);
   if (c.train.empty() && c.val.empty())

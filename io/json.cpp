@@ -21,6 +21,23 @@ JsonError::JsonError(size_t byte, const std::string& reason)
 
 namespace {
 
+// JSON's two-character escapes, written once for the reader and the escaper: the letter after the
+// backslash and the byte it stands for.
+constexpr char kShortEscapes[][2] = {{'"', '"'}, {'\\', '\\'}, {'b', '\b'}, {'f', '\f'},
+                                     {'n', '\n'}, {'r', '\r'}, {'t', '\t'}};
+
+const char* short_escape_byte(char letter) {
+  for (const auto& e : kShortEscapes)
+    if (e[0] == letter) return &e[1];
+  return nullptr;
+}
+
+const char* short_escape_letter(char byte) {
+  for (const auto& e : kShortEscapes)
+    if (e[1] == byte) return &e[0];
+  return nullptr;
+}
+
 class Parser {
  public:
   Parser(const std::string& text, int max_depth) : s_(text), max_depth_(max_depth) {}
@@ -185,30 +202,24 @@ class Parser {
       }
       if (pos_ >= s_.size()) fail("unterminated string");
       const char e = s_[pos_++];
-      switch (e) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp = hex4();
-          if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair encodes one code point above U+FFFF
-            if (s_.compare(pos_, 2, "\\u") != 0) fail("unpaired surrogate in a \\u escape");
-            pos_ += 2;
-            const uint32_t low = hex4();
-            if (low < 0xDC00 || low > 0xDFFF) fail("unpaired surrogate in a \\u escape");
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-            fail("unpaired surrogate in a \\u escape");
-          }
-          put_utf8(out, cp);
-          break;
+      if (e == '/') {  // allowed, though writers leave '/' as it is
+        out += '/';
+      } else if (const char* unescaped = short_escape_byte(e)) {
+        out += *unescaped;
+      } else if (e == 'u') {
+        uint32_t cp = hex4();
+        if (cp >= 0xD800 && cp <= 0xDBFF) {  // a surrogate pair encodes one code point above U+FFFF
+          if (s_.compare(pos_, 2, "\\u") != 0) fail("unpaired surrogate in a \\u escape");
+          pos_ += 2;
+          const uint32_t low = hex4();
+          if (low < 0xDC00 || low > 0xDFFF) fail("unpaired surrogate in a \\u escape");
+          cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+        } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+          fail("unpaired surrogate in a \\u escape");
         }
-        default: fail(std::string("unknown escape '\\") + e + "'");
+        put_utf8(out, cp);
+      } else {
+        fail(std::string("unknown escape '\\") + e + "'");
       }
     }
   }
@@ -226,23 +237,16 @@ void append_json_string(std::string& out, const std::string& s) {
   out += '"';
   for (const char ch : s) {
     const unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          const char* hex = "0123456789abcdef";
-          out += "\\u00";
-          out += hex[c >> 4];
-          out += hex[c & 15];
-        } else {
-          out += ch;
-        }
+    if (const char* letter = short_escape_letter(ch)) {
+      out += '\\';
+      out += *letter;
+    } else if (c < 0x20) {
+      const char* hex = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += ch;
     }
   }
   out += '"';

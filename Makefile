@@ -34,7 +34,7 @@ else
   $(error MODE must be release, debug or asan)
 endif
 
-LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp lm/*.cpp)
+LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp)
 TEST_SRCS := $(wildcard tests/*.cpp)
 TOOL_SRCS := $(wildcard tools/*.cpp)
 BENCH_SRCS:= $(wildcard bench/*.cpp)

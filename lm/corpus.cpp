@@ -2,9 +2,9 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
+
+#include "io/read_file.h"
 
 #ifndef MOSGRAD_SOURCE_DIR
 #define MOSGRAD_SOURCE_DIR "."
@@ -56,20 +56,6 @@ std::string hex_byte(unsigned char c) {
   return std::string("0x") + digits[c >> 4] + digits[c & 15];
 }
 
-std::string read_whole_file(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec))
-    throw std::runtime_error("corpus file " + path + " does not exist. " + kHowToGetData);
-  if (fs::is_directory(path, ec))
-    throw std::runtime_error("corpus file " + path + " is a directory, not a text file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("corpus file " + path + " exists but cannot be opened (permissions?)");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (in.bad()) throw std::runtime_error("corpus file " + path + ": read error");
-  return buf.str();
-}
-
 // Decodes the UTF-8 sequence at text[i] (strictly: no overlong forms, no surrogates, nothing above
 // U+10FFFF — what Python's utf-8 codec accepts). Returns its length in bytes and sets *cp; 0 when
 // the bytes are not valid UTF-8.
@@ -105,7 +91,7 @@ bool is_python_space(uint32_t cp) {
 
 std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool grow,
                                    int64_t* unk_count) {
-  const std::string text = read_whole_file(path);
+  const std::string text = read_file(path, "corpus file", std::string(". ") + kHowToGetData);
   if (text.empty()) throw std::runtime_error("corpus file " + path + " is empty (0 bytes)");
 
   std::vector<int64_t> ids;

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "autograd/node.h"
-#include "lm/safetensors.h"
+#include "io/safetensors.h"
 
 namespace mg {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "lm/checkpoint.h"
+#include "io/checkpoint.h"
 #include "lm/corpus.h"
 #include "nn/rnn_model.h"
 
@@ -22,7 +22,7 @@ struct LoadedModel {
 void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix, const std::string& file);
 
 // The model checkpoint: tensors "model.<name>", strings "model.<flag>" (ModelConfig::to_map), "vocab"
-// (the words, one per line) plus `extra`. Atomic (see lm/checkpoint.h).
+// (the words, one per line) plus `extra`. Atomic (see io/checkpoint.h).
 void save_model(const std::string& path, const RNNModel& model, const Vocab& vocab,
                 const std::map<std::string, std::string>& extra = {});
 LoadedModel load_model(const std::string& path);

@@ -11,9 +11,11 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "io/checkpoint.h"
 #include "lm/batching.h"
-#include "lm/checkpoint.h"
 #include "lm/evaluate.h"
+#include "lm/learning_curves.h"
+#include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/optim.h"
 #include "tensor/parallel.h"

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "lm/corpus.h"
-#include "lm/metrics.h"
+#include "lm/progress.h"
 #include "lm/train_config.h"
 
 namespace mg {

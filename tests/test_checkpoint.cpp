@@ -1,4 +1,4 @@
-// The checkpoint container (lm/checkpoint.h): bit-exact round trips, every kind of damaged file
+// The checkpoint container (io/checkpoint.h): bit-exact round trips, every kind of damaged file
 // giving an error that names the file and the problem, and the atomic write.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -10,7 +10,9 @@
 #include <limits>
 #include <sstream>
 
-#include "lm/checkpoint.h"
+#include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/crc32.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -237,12 +239,13 @@ TEST(Checkpoint, FailedWriteLeavesTheOldFileIntact) {
   mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 1.0f)}}, {{"epoch", "1"}});
   const std::string before = read_bytes(path);
   // Make the temp file impossible to create: a directory sits at its name.
-  fs::create_directory(path + ".tmp");
+  const std::string tmp = mgtest::next_tmp_path(path);
+  fs::create_directory(tmp);
   const std::string e = error_of([&] { mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 2.0f)}}, {{"epoch", "2"}}); });
   EXPECT_HAS(e, path + ".tmp");
   EXPECT_EQ(read_bytes(path), before);
   EXPECT_EQ(mg::load_checkpoint(path).string("epoch"), "1");
-  fs::remove(path + ".tmp");
+  fs::remove(tmp);
 
   // A directory that does not exist: an error naming the path, nothing created.
   const std::string missing = dir.file("no/such/dir/m.ckpt");

@@ -1,5 +1,6 @@
 // The metrics file (lm/metrics.h): JSONL lines that read back to what was written, the progress
-// display in both its terminal and its log-file form, and the learning-curve SVG.
+// display (lm/progress.h) in both its terminal and its log-file form, and the learning-curve SVG
+// (lm/learning_curves.h).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +11,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "lm/learning_curves.h"
 #include "lm/metrics.h"
+#include "lm/progress.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;

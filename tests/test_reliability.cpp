@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "lm/checkpoint.h"
+#include "io/checkpoint.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
 #include "tests/test_trainer_util.h"

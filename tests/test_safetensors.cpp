@@ -1,4 +1,4 @@
-// safetensors reading and writing (lm/safetensors.h): round trips, byte-exact agreement with the
+// safetensors reading and writing (io/safetensors.h): round trips, byte-exact agreement with the
 // reference implementation and with a file made by tools/check_safetensors.py from PyTorch tensors,
 // and clear errors for broken files.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <sstream>
 
-#include "lm/safetensors.h"
+#include "io/safetensors.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -241,10 +241,11 @@ TEST(Safetensors, OverwriteIsAtomic) {
   const std::string path = dir.file("m.safetensors");
   mg::save_safetensors(path, {{"w", mg::Tensor::full({2}, 1.0f)}});
   const std::string before = read_bytes(path);
-  fs::create_directory(path + ".tmp");  // the temp file cannot be created: the save fails
+  const std::string tmp = mgtest::next_tmp_path(path);
+  fs::create_directory(tmp);  // the temp file cannot be created: the save fails
   EXPECT_THROW(mg::save_safetensors(path, {{"w", mg::Tensor::full({2}, 2.0f)}}), std::runtime_error);
   EXPECT_EQ(read_bytes(path), before);
-  fs::remove(path + ".tmp");
+  fs::remove(tmp);
   mg::save_safetensors(path, {{"w", mg::Tensor::full({2}, 2.0f)}});
   EXPECT_EQ(mg::load_safetensors(path).tensors[0].second.to_vector(), (std::vector<float>{2, 2}));
 }

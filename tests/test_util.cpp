@@ -1,5 +1,7 @@
 #include "tests/test_util.h"
 
+#include "io/atomic_file.h"
+
 #include <unistd.h>
 
 #include <cmath>
@@ -46,6 +48,13 @@ std::string read_bytes(const std::string& path) {
 
 void write_bytes(const std::string& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+std::string next_tmp_path(const std::string& path) {
+  std::string probe;
+  { probe = mg::AtomicFileWriter(path).tmp_path(); }  // made and removed again: n is now taken
+  const size_t dot = probe.rfind('.');
+  return probe.substr(0, dot + 1) + std::to_string(std::stoull(probe.substr(dot + 1)) + 1);
 }
 
 std::string fixture_path(const std::string& file) {

@@ -57,6 +57,10 @@ std::vector<uint32_t> bits_of(const mg::Tensor& t);
 std::string read_bytes(const std::string& path);
 void write_bytes(const std::string& path, const std::string& bytes);
 
+// The temporary the next atomic save of `path` in this process will use (io/atomic_file.h names
+// them "<path>.tmp.<pid>.<n>"): to plant something there and check that the save refuses it.
+std::string next_tmp_path(const std::string& path);
+
 // The message of the std::runtime_error that fn throws ("" when it throws none).
 template <typename Fn>
 std::string error_of(Fn&& fn) {

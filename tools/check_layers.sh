@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The folders are layers, lowest first: cuda -> tensor -> autograd -> nn -> lm -> tools. A file may
+# The folders are layers, lowest first: cuda -> tensor -> autograd -> nn -> io -> lm -> tools. A file may
 # include headers of its own folder and of the folders below it, never above: tensor/ can then be
 # read and tested without autograd/, autograd/ without nn/, and so on. tests/ and bench/ sit on top
 # and may include anything. `make test` runs this first (also `make check-layers`); it prints every
@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # In layer order; tests/ and bench/ share the top.
-FOLDERS=(cuda tensor autograd nn lm tools tests bench)
-declare -A rank=([cuda]=0 [tensor]=1 [autograd]=2 [nn]=3 [lm]=4 [tools]=5 [tests]=6 [bench]=6)
+FOLDERS=(cuda tensor autograd nn io lm tools tests bench)
+declare -A rank=([cuda]=0 [tensor]=1 [autograd]=2 [nn]=3 [io]=4 [lm]=5 [tools]=6 [tests]=7 [bench]=7)
 
 checked=0 bad=0
 while IFS= read -r hit; do
@@ -27,7 +27,7 @@ while IFS= read -r hit; do
     bad=$((bad + 1))
   elif ((rank[$to] > rank[$from])); then
     echo "$file:$line: #include \"$target\": $from/ may not include $to/, a higher layer" \
-         "(cuda -> tensor -> autograd -> nn -> lm -> tools)"
+         "(cuda -> tensor -> autograd -> nn -> io -> lm -> tools)"
     bad=$((bad + 1))
   fi
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
@@ -42,4 +42,4 @@ if ((bad > 0)); then
   echo "check_layers: $bad forbidden include(s) of $checked"
   exit 1
 fi
-echo "check_layers: ok, $checked includes follow cuda -> tensor -> autograd -> nn -> lm -> tools"
+echo "check_layers: ok, $checked includes follow cuda -> tensor -> autograd -> nn -> io -> lm -> tools"

@@ -18,6 +18,7 @@
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
+#include "lm/learning_curves.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"

@@ -20,7 +20,7 @@
 #include <map>
 #include <string>
 
-#include "lm/checkpoint.h"  // NamedTensors, AtomicFileWriter
+#include "io/named_tensors.h"
 #include "tensor/tensor.h"
 
 namespace mg {
@@ -30,8 +30,9 @@ struct SafetensorsFile {
   std::map<std::string, std::string> metadata;  // "__metadata__"; values are strings by the spec
 };
 
-// Writes atomically (path + ".tmp" in the same directory, then rename; see checkpoint.h).
-// Tensors: any shape (rank 0 included), strided views allowed, names unique and not "__metadata__".
+// Writes atomically (a temporary in the same directory, then rename; see io/atomic_file.h).
+// Tensors: any shape (rank 0 included), strided views and GPU tensors allowed (written from a host
+// copy), names unique and not "__metadata__".
 // Throws std::invalid_argument for bad input before touching the disk, std::runtime_error naming
 // the file when writing fails.
 void save_safetensors(const std::string& path, const NamedTensors& tensors,

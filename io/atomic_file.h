@@ -1,0 +1,54 @@
+// Writing a file atomically: readers of `path` see the old file or the complete new one, never a
+// half-written one, whatever happens in between (a crash, Ctrl-C, a full disk, kill -9). Every file
+// mosgrad writes whole goes through here: checkpoints, safetensors, the learning-curve plot.
+//
+// How: the bytes go to a temporary in the same directory, named "<path>.tmp.<pid>.<n>" (n counts
+// the temporaries this process made), which is created exclusively and without following
+// symlinks, so a symlink or file planted at that name makes the save fail instead of redirecting
+// it, and two processes saving to one path never write into each other's temporary. The temporary
+// is flushed and fsync'ed, then renamed over `path` (atomic within a filesystem), and the directory
+// is fsync'ed so the rename itself survives a power cut. On any failure the temporary is removed.
+//
+// A temporary outlives its process only when that process dies mid-save (kill -9, power cut). The
+// next successful save of the same path removes such leftovers: "<path>.tmp" (the name older
+// versions used) and "<path>.tmp.<pid>.<n>" whose process no longer exists. Only regular files are
+// removed, and never the temporaries of a live process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace mg {
+
+// Write, optionally seek back to patch a header, then commit(). Destroying it without commit()
+// (an exception was thrown) deletes the temporary, so `path` never sees partial content.
+class AtomicFileWriter {
+ public:
+  // Creates the temporary; throws std::runtime_error naming it when that fails (the directory is
+  // missing or not writable, or something already sits at the temporary's name).
+  explicit AtomicFileWriter(const std::string& path);
+  ~AtomicFileWriter();
+  AtomicFileWriter(const AtomicFileWriter&) = delete;
+  AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
+
+  void write(const void* data, size_t n);  // throws naming the file (disk full, ...)
+  void seek(uint64_t offset);              // absolute position, to patch bytes written earlier
+  // Flush, fsync, close, rename over `path`, fsync the directory, remove dead processes'
+  // leftovers. After this the writer is finished.
+  void commit();
+
+  const std::string& path() const { return path_; }
+  const std::string& tmp_path() const { return tmp_path_; }
+
+ private:
+  [[noreturn]] void fail(const std::string& what);
+  std::string path_, tmp_path_;
+  std::FILE* file_ = nullptr;
+};
+
+// `bytes` into `path` atomically: an AtomicFileWriter in one call.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+
+}  // namespace mg

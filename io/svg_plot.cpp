@@ -1,0 +1,197 @@
+#include "io/svg_plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "io/strf.h"
+
+namespace mg {
+
+namespace {
+
+// s with the five XML special characters escaped and the control characters XML 1.0 forbids dropped.
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        // XML 1.0 forbids most control characters even when escaped.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
+    }
+  }
+  return out;
+}
+
+// 1, 2, 2.5 or 5 times a power of ten, near range / target: steps people read without effort.
+double nice_step(double range, int target) {
+  const double raw = range / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double norm = raw / mag;
+  return (norm <= 1 ? 1 : norm <= 2 ? 2 : norm <= 2.5 ? 2.5 : norm <= 5 ? 5 : 10) * mag;
+}
+
+// Counts (tokens): 0, 500, 200k, 1.2M, 3B.
+std::string format_count(double v) {
+  const double a = std::fabs(v);
+  if (a < 1e3) return strf("%.3g", v);
+  if (a < 1e6 - 0.5) return strf("%.3gk", v / 1e3);
+  if (a < 1e9 - 0.5) return strf("%.3gM", v / 1e6);
+  return strf("%.3gB", v / 1e9);
+}
+
+// y values: plain up to 1e5 (perplexities of a working model), then like counts.
+std::string format_y(double v) { return v < 1e5 ? strf("%.6g", v) : format_count(v); }
+
+// Ticks of a log axis over [lo, hi]: 1-2-5 per decade, only powers of ten over a wide range, and
+// denser or plain linear steps over a narrow one (a short run moves ppl only a little).
+std::vector<double> log_ticks(double lo, double hi) {
+  auto with = [&](std::initializer_list<double> mantissas) {
+    std::vector<double> t;
+    for (int k = static_cast<int>(std::floor(std::log10(lo))); k <= static_cast<int>(std::ceil(std::log10(hi))); ++k)
+      for (double m : mantissas) {
+        const double v = m * std::pow(10.0, k);
+        if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
+      }
+    return t;
+  };
+  for (const auto& mantissas : {std::initializer_list<double>{1, 2, 5}, {1, 2, 3, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+    std::vector<double> t = with(mantissas);
+    if (t.size() > 8 && mantissas.size() == 3) return with({1});
+    if (t.size() >= 4 && t.size() <= 9) return t;
+  }
+  std::vector<double> t;
+  const double step = nice_step(hi - lo, 4);
+  for (double v = std::ceil(lo / step) * step; v <= hi * (1 + 1e-9); v += step) t.push_back(v);
+  return t;
+}
+
+std::string points_attr(const std::vector<PlotPoint>& s, const std::function<double(double)>& px,
+                        const std::function<double(double)>& py) {
+  std::string out;
+  for (const PlotPoint& p : s) out += strf("%s%.1f,%.1f", out.empty() ? "" : " ", px(p.x), py(p.y));
+  return out;
+}
+
+}  // namespace
+
+std::string render_log_plot_svg(const LogPlot& plot) {
+  constexpr double W = 820, H = 500, L = 78, R = 24, T = 48, B = 62;
+  const double pw = W - L - R, ph = H - T - B;
+  std::vector<const PlotSeries*> series;
+  for (const PlotSeries& s : plot.series)
+    if (!s.points.empty()) series.push_back(&s);
+
+  double xmax = 0, ylo = INFINITY, yhi = 0;
+  for (const PlotSeries* s : series)
+    for (const PlotPoint& p : s->points) {
+      xmax = std::max(xmax, p.x);
+      ylo = std::min(ylo, p.y);
+      yhi = std::max(yhi, p.y);
+    }
+  // A single point or a single x still gets a visible, non-degenerate range.
+  if (xmax <= 0) xmax = 1;
+  if (series.empty()) ylo = yhi = 1;
+  // The axis ends just past the data rather than at the next tick, which could waste a third of it.
+  const double xend = xmax * 1.03;
+  const double xstep = std::max(1.0, nice_step(xmax, 6));  // whole units (tokens)
+  ylo /= 1.08;
+  yhi *= 1.08;
+  if (yhi / ylo < 1.5) {  // a flat curve: widen around it so it does not look like a cliff
+    const double mid = std::sqrt(ylo * yhi);
+    ylo = mid / 1.22;
+    yhi = mid * 1.22;
+  }
+  const double lylo = std::log(ylo), lyhi = std::log(yhi);
+  auto px = [&](double x) { return L + x / xend * pw; };
+  auto py = [&](double y) { return T + (lyhi - std::log(y)) / (lyhi - lylo) * ph; };
+
+  std::string svg = strf(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+      "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+      W, H, W, H);
+  svg += strf("<rect width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
+  svg += strf("<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
+              L + pw / 2, xml_escape(plot.title).c_str());
+
+  // Grid, ticks and labels first, so the curves draw over them.
+  auto line = [](double x1, double y1, double x2, double y2) {
+    return strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\"/>\n", x1, y1, x2, y2);
+  };
+  std::string grid, marks, labels;
+  for (double v : log_ticks(ylo, yhi)) {
+    grid += line(L, py(v), L + pw, py(v));
+    marks += line(L - 4, py(v), L, py(v));
+    labels += strf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", L - 8, py(v) + 4,
+                   format_y(v).c_str());
+  }
+  const int nx = static_cast<int>(std::floor(xend / xstep + 1e-9));
+  for (int i = 0; i <= nx; ++i) {
+    const double x = px(i * xstep);
+    if (i > 0) grid += line(x, T, x, T + ph);
+    marks += line(x, T + ph, x, T + ph + 4);
+    labels += strf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", x, T + ph + 18,
+                   format_count(i * xstep).c_str());
+  }
+  svg += "<g stroke=\"#e3e3e3\">\n" + grid + "</g>\n<g stroke=\"#333\">\n" + marks;
+  // A path, not a polyline: polylines are the data series (tests count them).
+  svg += strf("<path fill=\"none\" d=\"M%.1f,%.1f V%.1f H%.1f\"/>\n</g>\n", L, T, T + ph, L + pw);
+  svg += "<g fill=\"#333\">\n" + labels + "</g>\n";
+  svg += strf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\">%s</text>\n", L + pw / 2,
+              H - 18, xml_escape(plot.x_label).c_str());
+  svg += strf("<text transform=\"translate(20,%.1f) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">"
+              "%s</text>\n",
+              T + ph / 2, xml_escape(plot.y_label).c_str());
+
+  for (const PlotSeries* s : series) {
+    const char* color = s->color.c_str();
+    if (!s->markers) {
+      svg += strf("<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+                  "stroke-linejoin=\"round\" points=\"%s\"/>\n",
+                  s->name.c_str(), color, points_attr(s->points, px, py).c_str());
+      if (s->points.size() == 1)  // a one-point polyline draws nothing
+        svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(s->points[0].x),
+                    py(s->points[0].y), color);
+    } else {
+      svg += strf("<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n",
+                  s->name.c_str(), color, points_attr(s->points, px, py).c_str());
+      svg += strf("<g fill=\"white\" stroke=\"%s\" stroke-width=\"2\">\n", color);
+      for (const PlotPoint& p : s->points) svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>\n", px(p.x), py(p.y));
+      svg += "</g>\n";
+    }
+  }
+
+  // The legend goes in whichever top corner the curves leave emptier.
+  const double lw = 190, lh = 10 + 20 * static_cast<double>(series.size());
+  auto crowd = [&](double x0) {
+    int n = 0;
+    for (const PlotSeries* s : series)
+      for (const PlotPoint& p : s->points)
+        if (px(p.x) >= x0 - 10 && px(p.x) <= x0 + lw + 10 && py(p.y) <= T + 10 + lh + 10) ++n;
+    return n;
+  };
+  const double right_x = L + pw - lw - 10, left_x = L + 10;
+  const double lx = crowd(right_x) <= crowd(left_x) ? right_x : left_x, ly = T + 10;
+  svg += strf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"white\" fill-opacity=\"0.9\" "
+              "stroke=\"#bbb\"/>\n",
+              lx, ly, lw, lh);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const PlotSeries& s = *series[i];
+    const double y = ly + 15 + 20 * static_cast<double>(i);
+    svg += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx + 10,
+                y, lx + 40, y, s.color.c_str());
+    if (s.markers)
+      svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n",
+                  lx + 25, y, s.color.c_str());
+    svg += strf("<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 48, y + 4, xml_escape(s.label).c_str());
+  }
+  svg += "</svg>\n";
+  return svg;
+}
+
+}  // namespace mg

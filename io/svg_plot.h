@@ -1,0 +1,35 @@
+// A line chart as hand-written SVG, no plotting dependency: a linear x axis from 0, a log-scale y
+// axis, grid, ticks with readable labels (x: 500, 200k, 1.2M, 3B; y: 1-2-5 per decade), one
+// polyline per series, a legend in whichever top corner the data leaves emptier, and a title.
+// Used for the learning curves (lm/learning_curves.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mg {
+
+struct PlotPoint {
+  double x, y;
+};
+
+struct PlotSeries {
+  std::string name;   // the polyline's class attribute, by which a stylesheet or a test finds it
+  std::string label;  // its legend entry
+  std::string color;  // an SVG colour, e.g. "#1f77b4"
+  // A circle on every point and a thicker line: for sparse series (one point per epoch). Without,
+  // a thin line, and a dot only when the series is a single point (which a polyline cannot draw).
+  bool markers = false;
+  std::vector<PlotPoint> points;  // finite, y > 0; drawn in this order
+};
+
+struct LogPlot {
+  std::string title, x_label, y_label;
+  std::vector<PlotSeries> series;  // empty series are left out, legend included
+};
+
+// The whole SVG document. Degenerate data (one point, all x = 0, a flat series) still gets visible,
+// non-empty axes.
+std::string render_log_plot_svg(const LogPlot& plot);
+
+}  // namespace mg

@@ -4,8 +4,10 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 
+#include "io/atomic_file.h"
 #include "io/json.h"
 #include "io/strf.h"
 
@@ -58,8 +60,30 @@ void MetricsWriter::write(const EpochMetrics& m) {
   s += ",\"train_loss\":" + json_num(m.train_loss) + ",\"train_ppl\":" + json_num(std::exp(m.train_loss));
   s += ",\"val_loss\":" + json_num(m.val_loss) + ",\"val_ppl\":" + json_num(std::exp(m.val_loss));
   s += ",\"elapsed_s\":" + json_num(m.elapsed_s, 9) + ",\"epoch_s\":" + json_num(m.epoch_s, 9);
-  s += ",\"optimizer\":" + json_string(m.optimizer) + ",\"best\":" + (m.best ? "true" : "false") + "}";
+  s += ",\"optimizer\":" + json_string(m.optimizer) + ",\"best\":" + (m.best ? "true" : "false");
+  s += std::string(m.at_stop ? ",\"at_stop\":true" : "") + "}";
   write_line(file_, path_, s);
+}
+
+void drop_records_after(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in) return;
+  std::string kept, line;
+  bool dropped = false;
+  while (std::getline(in, line)) {
+    bool past = false;
+    try {
+      const JsonValue record = parse_json(line);
+      const JsonValue* s = record.find("step");
+      past = s && s->kind == JsonValue::Number && s->number > static_cast<double>(step);
+    } catch (const std::exception&) {  // a torn last line from a kill: not a record, drop it too
+      past = true;
+    }
+    if (past) dropped = true;
+    else kept += line + "\n";
+  }
+  in.close();
+  if (dropped) write_file_atomically(path, kept);
 }
 
 }  // namespace mg

@@ -34,6 +34,7 @@ struct EpochMetrics {
   double epoch_s = 0;
   std::string optimizer;      // "sgd", "asgd", "adam"
   bool best = false;          // validation improved and the model was saved
+  bool at_stop = false;       // written at a --max-steps / --max-minutes stop, inside the epoch
 };
 
 // Writes metrics.jsonl lines:
@@ -56,5 +57,11 @@ class MetricsWriter {
   std::string path_;
   std::FILE* file_ = nullptr;
 };
+
+// A resumed run continues from its checkpoint's step, but the file may hold records written after
+// that checkpoint, before the run was killed: drops every record whose "step" is past `step`
+// (rewriting the file atomically), so the resumed run does not repeat steps. A line that does not
+// parse (torn by the kill) goes too; a missing file is left missing.
+void drop_records_after(const std::string& path, int64_t step);
 
 }  // namespace mg

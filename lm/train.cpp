@@ -176,6 +176,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // Finetuning keeps its own record: its step and token counts start again at zero.
   const std::string metrics_path = cfg.save + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl");
   const std::string curves_path = cfg.save + (finetune ? "/finetune_curves.svg" : "/curves.svg");
+  if (cfg.resume) drop_records_after(metrics_path, st.step);  // records written after the checkpoint
   MetricsWriter metrics(metrics_path);
   TrainResult result;
   const auto run_start = Clock::now();
@@ -254,10 +255,17 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
           // A budget stop ("validation perplexity after 15 minutes"): score the weights reached so far.
           opt->swap_in_average();
           result.final_val_loss = evaluate(model, val_data, cfg.bptt).loss;
-          if (result.final_val_loss < st.best_val) {
+          const bool improved = result.final_val_loss < st.best_val;
+          if (improved) {
             st.best_val = result.final_val_loss;
             save_model(best_path, model, corpus.vocab, {{"val_loss", join({st.best_val})}, {"epoch", std::to_string(st.epoch)}});
           }
+          EpochMetrics em;  // the record of this validation, so a short run's file is not empty
+          em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens, em.val_loss = result.final_val_loss;
+          em.train_loss = st.epoch_loss_count ? st.epoch_loss_sum / st.epoch_loss_count : 0;
+          em.elapsed_s = elapsed(), em.optimizer = optimizer_kind_name(st.optimizer), em.best = improved;
+          em.at_stop = true;
+          metrics.write(em);
           opt->swap_out_average();
           say("validation at the stop: loss " + std::to_string(result.final_val_loss) + ", ppl " +
               std::to_string(std::exp(result.final_val_loss)));

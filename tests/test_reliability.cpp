@@ -4,10 +4,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <filesystem>
 #include <limits>
 
 #include "io/checkpoint.h"
+#include "io/read_file.h"
+#include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
 #include "tests/test_trainer_util.h"
@@ -96,4 +100,39 @@ TEST(Reliability, TheTrainStateRecordsTheCorpusVocabularySize) {
   cfg.max_steps = 2;
   train_lm(cfg, corpus);
   EXPECT_EQ(load_checkpoint(cfg.save + "/checkpoint.ckpt").string("model.ntoken"), std::to_string(corpus.vocab.size()));
+}
+
+// A run killed between two checkpoints has written records past the checkpoint's step; resuming
+// must not write those steps a second time.
+TEST(Reliability, ResumeDoesNotRepeatStepsInTheMetricsFile) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("metrics_resume"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("metrics_resume"));
+  cfg.log_interval = 2, cfg.max_steps = 6, cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  {  // what the killed run wrote after its last checkpoint, and a line torn by the kill
+    std::ofstream out(cfg.save + "/metrics.jsonl", std::ios::app);
+    out << "{\"kind\":\"interval\",\"epoch\":1,\"step\":8,\"loss\":1}\n{\"kind\":\"inter";
+  }
+  cfg.resume = true, cfg.max_steps = 10;
+  train_lm(cfg, corpus);
+  std::istringstream lines(read_file(cfg.save + "/metrics.jsonl", "metrics"));
+  std::vector<int64_t> steps;
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_EQ(line.find("\"inter\n"), std::string::npos);
+    const size_t at = line.find("\"step\":");
+    if (line.find("\"kind\":\"interval\"") != std::string::npos && at != std::string::npos)
+      steps.push_back(std::stoll(line.substr(at + 7)));
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{2, 4, 6, 8, 10}));
+}
+
+TEST(Reliability, AStopRecordsItsValidationInTheMetricsFile) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("stop_record"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("stop_record"));
+  cfg.max_steps = 3;
+  const TrainResult r = train_lm(cfg, corpus);
+  const std::string text = read_file(cfg.save + "/metrics.jsonl", "metrics");
+  EXPECT_HAS(text, "\"kind\":\"epoch\",\"epoch\":1,\"step\":3");
+  EXPECT_HAS(text, "\"at_stop\":true");
+  EXPECT_TRUE(std::isfinite(r.final_val_loss));
 }

@@ -4,17 +4,34 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
+#include <vector>
 
 using namespace mg;
 namespace fs = std::filesystem;
 
 namespace mgtest {
 
+namespace {
+// Every directory temp_dir made, removed when the test program exits (they used to pile up in /tmp).
+std::vector<fs::path>& made_dirs() {
+  static auto* dirs = new std::vector<fs::path>();
+  return *dirs;
+}
+void remove_made_dirs() {
+  std::error_code ec;
+  for (const fs::path& dir : made_dirs()) fs::remove_all(dir, ec);
+}
+}  // namespace
+
 std::string temp_dir(const std::string& name) {
   const fs::path dir = fs::path(testing::TempDir()) / ("mosgrad_trainer_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
+  static const bool registered = std::atexit(remove_made_dirs) == 0;
+  (void)registered;
+  made_dirs().push_back(dir);
   return dir.string();
 }
 

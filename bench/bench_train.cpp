@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "lm/optim.h"
+#include "lm/train.h"
 #include "lm/train_config.h"
 #include "tensor/allocator.h"
 #include "tensor/parallel.h"
@@ -82,12 +83,7 @@ int run(int argc, char** argv) {
     auto t0 = Clock::now();
     hidden = detach_hidden(hidden);
     ModelOutput out = model.forward(ids, T, B, hidden, &targets);
-    Tensor loss = out.loss;
-    if (cfg.alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), cfg.alpha));
-    if (cfg.beta != 0) {
-      const Tensor& raw = out.raw_outputs.back();
-      loss = add(loss, mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), cfg.beta));
-    }
+    Tensor loss = regularised_loss(out, cfg.alpha, cfg.beta);
     auto t1 = Clock::now();
     loss.backward();
     auto t2 = Clock::now();

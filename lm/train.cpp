@@ -8,6 +8,7 @@
 #include <csignal>
 #include <filesystem>
 #include <sstream>
+#include <tuple>
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
@@ -86,7 +87,82 @@ void restore_generator(Generator& gen, const std::string& text) {
   in >> gen.seed >> gen.offset;
 }
 
+// The mirror of save_state: every piece of state back from state_path, so the losses continue
+// exactly. The optimizer is rebuilt as the checkpoint's kind (SGD may have become ASGD).
+void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus, RNNModel& model,
+                   std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden, Generator& bptt_gen) {
+  const Checkpoint ck = load_checkpoint(state_path);
+  Vocab trained;
+  std::istringstream words(ck.string("vocab"));
+  for (std::string w; std::getline(words, w);) trained.add(w);
+  check_same_vocab(corpus.vocab, trained, state_path);
+  load_parameters(model, ck.tensors, "model.", state_path);
+  st.epoch = std::stoll(ck.string("epoch")), st.batch_pos = std::stoll(ck.string("batch_pos"));
+  st.step = std::stoll(ck.string("step")), st.tokens = std::stoll(ck.string("tokens"));
+  st.elapsed_s = std::stod(ck.string("elapsed_s")), st.epoch_loss_sum = std::stod(ck.string("epoch_loss_sum"));
+  st.epoch_loss_count = std::stoll(ck.string("epoch_loss_count"));
+  st.best_val = std::stod(ck.string("best_val")), st.val_history = split_doubles(ck.string("val_history"));
+  st.optimizer = parse_optimizer_kind(ck.string("optimizer_kind"));
+  opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+  NamedTensors optim_state;
+  for (const auto& [name, t] : ck.tensors)
+    if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
+  opt->load_state(optim_state, std::stoll(ck.string("optimizer_steps")));
+  restore_generator(model.dropout_gen, ck.string("dropout_gen"));
+  restore_generator(bptt_gen, ck.string("bptt_gen"));
+  for (size_t l = 0; l < hidden.size(); ++l) {
+    hidden[l].h = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".h")).to(cfg.device);
+    hidden[l].c = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".c")).to(cfg.device);
+  }
+}
+
+// Never replace a user's run with a worse or half-made one: without --resume a directory that holds
+// a run is refused; with it, there must be something to resume. And both splits must have targets
+// (a validation with none would score ppl 1 and be "best" forever).
+void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path, const Corpus& corpus,
+                      const Batched& train_data, const Batched& val_data) {
+  if (cfg.resume && !std::filesystem::exists(state_path))
+    throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
+                                (finetune ? " (start finetuning without --resume)" : " (start a new run without --resume)"));
+  if (!cfg.resume && !finetune)
+    for (const char* file : {"/checkpoint.ckpt", "/best.ckpt"})
+      if (std::filesystem::exists(cfg.save + file))
+        throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + cfg.save + file +
+                                    "): continue it with --resume, or choose another --save");
+  if (val_data.rows < 2)
+    throw std::invalid_argument("the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
+                                std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
+                                " tokens); it needs at least 2 tokens per column");
+  if (train_data.rows < 2)
+    throw std::invalid_argument("the training split of " + corpus.dir + " is too short for --batch_size " +
+                                std::to_string(cfg.batch_size));
+}
+
+// Validation of the weights reached (ASGD's averaged ones), kept as best_path when they beat
+// st.best_val. Returns the loss and whether it improved.
+std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt,
+                                               TrainState& st, const std::string& best_path, const Vocab& vocab) {
+  opt.swap_in_average();
+  const double val_loss = evaluate(model, val_data, bptt).loss;
+  const bool improved = val_loss < st.best_val;
+  if (improved) {
+    st.best_val = val_loss;
+    save_model(best_path, model, vocab, {{"val_loss", join({val_loss})}, {"epoch", std::to_string(st.epoch)}});
+  }
+  opt.swap_out_average();
+  return {val_loss, improved};
+}
+
 }  // namespace
+
+Tensor regularised_loss(const ModelOutput& out, float alpha, float beta) {
+  Tensor loss = out.loss;  // mean NLL
+  if (alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), alpha));
+  const Tensor& raw = out.raw_outputs.back();  // [T,B,H]
+  const int64_t T = raw.size(0);
+  if (beta != 0 && T > 1) loss = add(loss, mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), beta));
+  return loss;
+}
 
 void request_training_stop() { g_stop = 1; }
 bool training_stop_requested() { return g_stop != 0; }
@@ -97,29 +173,13 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   const std::string state_path = cfg.save + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt");
   const std::string best_path = cfg.save + "/best.ckpt";
-  // Never replace a user's run with a worse or half-made one: without --resume a directory that
-  // holds a run is refused; with it, there must be something to resume.
-  if (cfg.resume && !std::filesystem::exists(state_path))
-    throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
-                                (finetune ? " (start finetuning without --resume)" : " (start a new run without --resume)"));
-  if (!cfg.resume && !finetune)
-    for (const char* file : {"/checkpoint.ckpt", "/best.ckpt"})
-      if (std::filesystem::exists(cfg.save + file))
-        throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + cfg.save + file +
-                                    "): continue it with --resume, or choose another --save");
-  std::filesystem::create_directories(cfg.save);
   auto say = [&](const std::string& line) { if (hooks.display) hooks.display->message(line); };
 
   // ---- data: B columns for training, eval_batch_size for validation, test_batch_size for test ----
   const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
   const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
-  if (val_data.rows < 2)  // a validation with no targets would score ppl 1 and be "best" forever
-    throw std::invalid_argument("the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
-                                std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
-                                " tokens); it needs at least 2 tokens per column");
-  if (batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size).rows < 2)
-    throw std::invalid_argument("the training split of " + corpus.dir + " is too short for --batch_size " +
-                                std::to_string(cfg.batch_size));
+  check_run_inputs(cfg, finetune, state_path, corpus, train_data, val_data);
+  std::filesystem::create_directories(cfg.save);
 
   // ---- model and optimizer ----
   ModelConfig model_cfg = cfg.model;
@@ -140,30 +200,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   Hidden hidden = model.init_hidden(cfg.batch_size);
 
   // ---- resume: every piece of state back, so the losses continue exactly ----
-  if (cfg.resume && std::filesystem::exists(state_path)) {
-    const Checkpoint ck = load_checkpoint(state_path);
-    Vocab trained;
-    std::istringstream words(ck.string("vocab"));
-    for (std::string w; std::getline(words, w);) trained.add(w);
-    check_same_vocab(corpus.vocab, trained, state_path);
-    load_parameters(model, ck.tensors, "model.", state_path);
-    st.epoch = std::stoll(ck.string("epoch")), st.batch_pos = std::stoll(ck.string("batch_pos"));
-    st.step = std::stoll(ck.string("step")), st.tokens = std::stoll(ck.string("tokens"));
-    st.elapsed_s = std::stod(ck.string("elapsed_s")), st.epoch_loss_sum = std::stod(ck.string("epoch_loss_sum"));
-    st.epoch_loss_count = std::stoll(ck.string("epoch_loss_count"));
-    st.best_val = std::stod(ck.string("best_val")), st.val_history = split_doubles(ck.string("val_history"));
-    st.optimizer = parse_optimizer_kind(ck.string("optimizer_kind"));
-    opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
-    NamedTensors optim_state;
-    for (const auto& [name, t] : ck.tensors)
-      if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
-    opt->load_state(optim_state, std::stoll(ck.string("optimizer_steps")));
-    restore_generator(model.dropout_gen, ck.string("dropout_gen"));
-    restore_generator(bptt_gen, ck.string("bptt_gen"));
-    for (size_t l = 0; l < hidden.size(); ++l) {
-      hidden[l].h = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".h")).to(cfg.device);
-      hidden[l].c = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".c")).to(cfg.device);
-    }
+  if (cfg.resume) {
+    restore_state(state_path, cfg, corpus, model, opt, st, hidden, bptt_gen);
     say("resumed " + state_path + " at epoch " + std::to_string(st.epoch) + ", step " + std::to_string(st.step));
   } else if (finetune) {
     st.best_val = evaluate(model, val_data, cfg.bptt).loss;  // finetuning must beat the loaded model
@@ -201,15 +239,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       // Truncated BPTT: gradients stop at the state carried in from the previous segment.
       hidden = detach_hidden(hidden);
       ModelOutput out = model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
-      Tensor loss = out.loss;  // mean NLL
-      // AR: alpha * mean(dropped last-layer output^2); TAR: beta * mean((h_t - h_{t-1})^2) of the raw output.
-      if (cfg.alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), cfg.alpha));
-      if (cfg.beta != 0 && batch.seq_len > 1) {
-        const Tensor& raw = out.raw_outputs.back();  // [T,B,H]
-        const Tensor diff = sub(narrow(raw, 0, 1, batch.seq_len - 1), narrow(raw, 0, 0, batch.seq_len - 1));
-        loss = add(loss, mul_scalar(mean(square(diff)), cfg.beta));
-      }
-      loss.backward();
+      regularised_loss(out, cfg.alpha, cfg.beta).backward();
       const double norm = clip_grad_norm(params, cfg.clip);
       if (!std::isfinite(norm))  // the update would make the weights NaN: stop while they are still good
         throw std::runtime_error("training diverged: the gradient norm is " + std::to_string(norm) + " at step " +
@@ -253,20 +283,15 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
         result.stopped = true, result.stop_reason = reason;
         if (!training_stop_requested()) {
           // A budget stop ("validation perplexity after 15 minutes"): score the weights reached so far.
-          opt->swap_in_average();
-          result.final_val_loss = evaluate(model, val_data, cfg.bptt).loss;
-          const bool improved = result.final_val_loss < st.best_val;
-          if (improved) {
-            st.best_val = result.final_val_loss;
-            save_model(best_path, model, corpus.vocab, {{"val_loss", join({st.best_val})}, {"epoch", std::to_string(st.epoch)}});
-          }
+          bool improved = false;
+          std::tie(result.final_val_loss, improved) =
+              validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, best_path, corpus.vocab);
           EpochMetrics em;  // the record of this validation, so a short run's file is not empty
           em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens, em.val_loss = result.final_val_loss;
           em.train_loss = st.epoch_loss_count ? st.epoch_loss_sum / st.epoch_loss_count : 0;
           em.elapsed_s = elapsed(), em.optimizer = optimizer_kind_name(st.optimizer), em.best = improved;
           em.at_stop = true;
           metrics.write(em);
-          opt->swap_out_average();
           say("validation at the stop: loss " + std::to_string(result.final_val_loss) + ", ppl " +
               std::to_string(std::exp(result.final_val_loss)));
         }
@@ -278,14 +303,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     }
 
     // ---- end of epoch: validate (ASGD evaluates its averaged weights), keep the best model ----
-    opt->swap_in_average();
-    const double val_loss = evaluate(model, val_data, cfg.bptt).loss;
-    const bool improved = val_loss < st.best_val;
-    if (improved) {
-      st.best_val = val_loss;
-      save_model(best_path, model, corpus.vocab, {{"val_loss", join({val_loss})}, {"epoch", std::to_string(st.epoch)}});
-    }
-    opt->swap_out_average();
+    const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, best_path, corpus.vocab);
 
     EpochMetrics em;
     em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens;

@@ -39,6 +39,11 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 
 // Ctrl-C: the signal handler of the `mosgrad` command calls request_training_stop() (async-signal
 // safe); the loop notices after the current step, saves the checkpoint and returns.
+// The training loss of AWD-LSTM: the mean NLL plus AR, alpha * mean(dropped last-layer output^2),
+// and TAR, beta * mean((h_t - h_{t-1})^2) over the last layer's raw output [T,B,H] (Merity et al.
+// 2017, §4.6). Shared by the trainer and bench/bench_train.cpp.
+Tensor regularised_loss(const ModelOutput& out, float alpha, float beta);
+
 void request_training_stop();
 bool training_stop_requested();
 void clear_training_stop();

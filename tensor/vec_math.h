@@ -30,7 +30,9 @@ inline float vexp(float x) {
   // 2^n by building the float's exponent bits; n is in [-126, 128] after the clamp.
   const int32_t ni = static_cast<int32_t>(n);
   const int32_t half = ni / 2;  // split so 2^n never overflows the exponent field when n = 128
-  int32_t b1 = (half + 127) << 23, b2 = (ni - half + 127) << 23;
+  // Shifted as unsigned: for a NaN input n is NaN, the conversion gives INT_MIN on x86 and the
+  // result is NaN anyway (e is NaN), but a left shift of that negative int would be undefined.
+  const uint32_t b1 = static_cast<uint32_t>(half + 127) << 23, b2 = static_cast<uint32_t>(ni - half + 127) << 23;
   float s1, s2;
   std::memcpy(&s1, &b1, sizeof s1);
   std::memcpy(&s2, &b2, sizeof s2);

@@ -124,11 +124,12 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (cfg.resume && !std::filesystem::exists(state_path))
     throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
                                 (finetune ? " (start finetuning without --resume)" : " (start a new run without --resume)"));
-  if (!cfg.resume && !finetune)
-    for (const char* file : {"/checkpoint.ckpt", "/best.ckpt"})
-      if (std::filesystem::exists(cfg.save + file))
-        throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + cfg.save + file +
-                                    "): continue it with --resume, or choose another --save");
+  if (!cfg.resume && !finetune && std::filesystem::exists(state_path))
+    throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + state_path +
+                                "): continue it with --resume, or choose another --save");
+  if (!cfg.resume && !finetune && std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before
+    throw std::invalid_argument("--save " + cfg.save + " already holds a model (" + cfg.save + "/best.ckpt) but no " +
+                                state_path + " to resume: choose another --save, or move that best.ckpt away to start over");
   if (val_data.rows < 2)
     throw std::invalid_argument("the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
                                 std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +

@@ -74,7 +74,7 @@ TEST(Checkpoint, RoundTripIsBitExact) {
   const std::string path = dir.file("model.ckpt");
   const mg::NamedTensors tensors = sample_tensors();
   mg::save_checkpoint(path, tensors, sample_strings());
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(mgtest::temporaries_of(path).empty());
 
   const mg::Checkpoint ck = mg::load_checkpoint(path);
   EXPECT_EQ(ck.path, path);
@@ -124,7 +124,7 @@ TEST(Checkpoint, BadInputIsRejectedBeforeWriting) {
   EXPECT_THROW(mg::save_checkpoint(path, {{"", a}}, {}), std::invalid_argument);
   EXPECT_THROW(mg::save_checkpoint(path, {{"u", mg::Tensor()}}, {}), std::invalid_argument);
   EXPECT_FALSE(fs::exists(path));
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(mgtest::temporaries_of(path).empty());
 }
 
 TEST(Checkpoint, MissingEmptyAndForeignFiles) {
@@ -227,7 +227,7 @@ TEST(Checkpoint, StrayTmpFileFromACrashIsIgnoredAndReplaced) {
   EXPECT_EQ(mg::load_checkpoint(path).string("epoch"), "1");
   // The next save overwrites the stray file and then replaces the checkpoint.
   mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 2.0f)}}, {{"epoch", "2"}});
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(mgtest::temporaries_of(path).empty());
   const mg::Checkpoint ck = mg::load_checkpoint(path);
   EXPECT_EQ(ck.string("epoch"), "2");
   EXPECT_EQ(ck.tensor("w").to_vector(), (std::vector<float>{2, 2, 2}));
@@ -263,7 +263,7 @@ TEST(Checkpoint, AtomicWriterDropsTheTempFileOnError) {
     throw std::runtime_error("simulated failure before commit");
   } catch (const std::runtime_error&) {
   }
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_TRUE(mgtest::temporaries_of(path).empty());
   EXPECT_EQ(read_bytes(path), "old");
   {
     mg::AtomicFileWriter w(path);

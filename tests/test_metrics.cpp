@@ -283,7 +283,7 @@ TEST(Metrics, PlotWritesSvg) {
   const std::string svg_path = d.file("curves.svg");
   mg::plot_learning_curves(d.file("metrics.jsonl"), svg_path, "PTB <small> & \"quick\"");
   const std::string svg = read_all(svg_path);
-  EXPECT_FALSE(fs::exists(svg_path + ".tmp"));
+  EXPECT_TRUE(mgtest::temporaries_of(svg_path).empty());
   ASSERT_EQ(svg.rfind("<svg", 0), 0u) << svg.substr(0, 80);
   EXPECT_EQ(svg.substr(svg.find_last_not_of(" \n") - 5, 6), "</svg>");
   EXPECT_EQ(count(svg, "<polyline"), 2u);
@@ -383,7 +383,7 @@ TEST(Metrics, PlotErrorsNameFileAndLine) {
   err = error_for("\n\n");
   EXPECT_NE(err.find(path), std::string::npos) << err;  // empty
   EXPECT_FALSE(fs::exists(svg_path));
-  EXPECT_FALSE(fs::exists(svg_path + ".tmp"));
+  EXPECT_TRUE(mgtest::temporaries_of(svg_path).empty());
 
   const std::string missing = d.file("missing.jsonl");
   err = error_of([&] { mg::plot_learning_curves(missing, svg_path); });

@@ -108,4 +108,16 @@ mg::Tensor Fixtures::leaf(const std::string& name, bool requires_grad) const {
   return t;
 }
 
+std::vector<std::string> temporaries_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  const std::string prefix = p.filename().string() + ".tmp";
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(p.parent_path().empty() ? "." : p.parent_path(), ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) found.push_back(name);
+  }
+  return found;
+}
+
 }  // namespace mgtest

@@ -60,6 +60,9 @@ void write_bytes(const std::string& path, const std::string& bytes);
 // The temporary the next atomic save of `path` in this process will use (io/atomic_file.h names
 // them "<path>.tmp.<pid>.<n>"): to plant something there and check that the save refuses it.
 std::string next_tmp_path(const std::string& path);
+// The temporaries an atomic save of `path` may leave: files beside it named <file>.tmp* (the
+// unique <file>.tmp.<pid>.<n> and the old fixed <file>.tmp). Empty after every save or failure.
+std::vector<std::string> temporaries_of(const std::string& path);
 
 // The message of the std::runtime_error that fn throws ("" when it throws none).
 template <typename Fn>

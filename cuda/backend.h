@@ -75,9 +75,7 @@ MG_CUDA_API(std::string cuda_device_description())     // "NVIDIA H100 80GB HBM3
 // Running out throws naming the request and the free memory.
 MG_CUDA_API(void* cuda_allocate_bytes(size_t bytes))
 MG_CUDA_API(void cuda_release_bytes(void* p, size_t bytes))
-MG_CUDA_API(void cuda_empty_cache())
 MG_CUDA_API(int64_t cuda_peak_live_bytes())  // high-water mark of bytes handed out
-MG_CUDA_API(void cuda_reset_peak())
 MG_CUDA_API(void cuda_copy_to_device(void* dst, const void* host_src, size_t bytes))
 MG_CUDA_API(void cuda_copy_to_host(void* host_dst, const void* src, size_t bytes))  // synchronises
 MG_CUDA_API(void cuda_copy_on_device(void* dst, const void* src, size_t bytes))
@@ -136,8 +134,6 @@ MG_CUDA_API(void cuda_scatter_rows(const float* g, float scale, int64_t N, int64
                                    float* grad))
 
 // ---- cuda/philox.cu: tensor/philox.cpp and nn/dropout.cpp dropout_mask ----
-// out[i] = philox_uniform(seed, first + i), bit for bit the CPU's numbers.
-MG_CUDA_API(void cuda_philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out))
 // mask[i] = uniform(first + i) >= p ? 1/(1-p) : 0, the CPU's dropout_mask.
 MG_CUDA_API(void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask))
 

@@ -49,11 +49,10 @@ __host__ __device__ inline void philox_block(uint64_t seed, uint64_t block, uint
 }
 
 // Philox block t of the draw [first, end): the positions of block (first >> 2) + t that lie in the
-// draw, written to out[pos - first] as the uniform or, with kMask, as keep_scale / 0 as uniform >= p.
+// draw, written to out[pos - first] as the dropout mask: keep_scale / 0 as uniform >= p.
 // The first and last blocks may be partly outside the draw when first or end is not a multiple of 4.
 // __host__ too, for the same check as philox4x32.
-template <bool kMask>
-__host__ __device__ inline void fill_block(uint64_t seed, uint64_t first, uint64_t end, uint64_t t, float p,
+__host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, uint64_t end, uint64_t t, float p,
                                            float keep_scale, float* out) {
   const uint64_t block = (first >> 2) + t;
   uint32_t words[4];
@@ -62,7 +61,7 @@ __host__ __device__ inline void fill_block(uint64_t seed, uint64_t first, uint64
     const uint64_t pos = (block << 2) + static_cast<uint64_t>(w);
     if (pos < first || pos >= end) continue;
     const float u = to_uniform(words[w]);
-    out[pos - first] = kMask ? (u >= p ? keep_scale : 0.0f) : u;
+    out[pos - first] = u >= p ? keep_scale : 0.0f;
   }
 }
 
@@ -71,42 +70,34 @@ __host__ __device__ inline uint64_t block_count(uint64_t first, uint64_t end) {
   return ((end - 1) >> 2) - (first >> 2) + 1;
 }
 
-// tensor/philox.cpp philox_uniforms (and, with kMask, nn/dropout.cpp dropout_mask): out [n] at
-// i = uniform(first + i), or keep_scale / 0 as uniform >= p. One thread per Philox block: a block
+// nn/dropout.cpp dropout_mask (its uniforms are tensor/philox.cpp philox_uniforms): out [n] at
+// i = keep_scale / 0 as uniform(first + i) >= p. One thread per Philox block: a block
 // gives four consecutive positions, so each is computed once (the CPU's one-at-a-time
 // philox_uniform would compute every block four times).
-template <bool kMask>
-__global__ void philox_kernel(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale, float* out) {
+__global__ void dropout_mask_kernel(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale, float* out) {
   const uint64_t end = first + static_cast<uint64_t>(n);  // one past the last position
   const uint64_t blocks = block_count(first, end);
   for (uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < blocks;
        t += static_cast<uint64_t>(gridDim.x) * blockDim.x)
-    fill_block<kMask>(seed, first, end, t, p, keep_scale, out);
+    fill_mask_block(seed, first, end, t, p, keep_scale, out);
 }
 
 // Launch over the Philox blocks that positions [first, first + n) touch.
-template <bool kMask>
-void launch_philox(const char* name, uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale,
-                   float* out) {
+void launch_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale, float* out) {
   const uint64_t blocks = block_count(first, first + static_cast<uint64_t>(n));
   const uint64_t grid = (blocks + kThreads - 1) / kThreads;
-  philox_kernel<kMask><<<static_cast<unsigned>(grid < 65535 ? grid : 65535), kThreads>>>(seed, first, n, p,
-                                                                                          keep_scale, out);
-  CUDA_CHECK_LAUNCH(name);
+  dropout_mask_kernel<<<static_cast<unsigned>(grid < 65535 ? grid : 65535), kThreads>>>(seed, first, n, p,
+                                                                                        keep_scale, out);
+  CUDA_CHECK_LAUNCH("dropout_mask_kernel");
 }
 
 }  // namespace
-
-void cuda_philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out) {
-  if (n <= 0) return;
-  launch_philox<false>("philox_kernel", seed, first, n, 0.0f, 0.0f, out);
-}
 
 void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask) {
   if (n <= 0) return;
   // On the host and in float, exactly as nn/dropout.cpp dropout_mask computes it (the caller checks p in [0, 1)).
   const float keep_scale = 1.0f / (1.0f - p);
-  launch_philox<true>("philox_kernel<mask>", seed, first, n, p, keep_scale, mask);
+  launch_dropout_mask(seed, first, n, p, keep_scale, mask);
 }
 
 }  // namespace mg

@@ -131,23 +131,10 @@ void cuda_release_bytes(void* p, size_t bytes) {
   }
 }
 
-void cuda_empty_cache() {
-  DeviceCache& c = device_cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  CUDA_CHECK(cudaDeviceSynchronize());
-  free_cached_blocks(c);
-}
-
 int64_t cuda_peak_live_bytes() {
   DeviceCache& c = device_cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   return c.peak;
-}
-
-void cuda_reset_peak() {
-  DeviceCache& c = device_cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  c.peak = c.live;
 }
 
 // ---- copies ----

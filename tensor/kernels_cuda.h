@@ -27,7 +27,6 @@ class DeviceIndices {
   DeviceIndices(const DeviceIndices&) = delete;
   DeviceIndices& operator=(const DeviceIndices&) = delete;
   const int64_t* get() const { return data_; }
-  int64_t size() const { return n_; }
 
  private:
   int64_t* data_ = nullptr;

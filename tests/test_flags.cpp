@@ -19,12 +19,7 @@ namespace {
 // The message of the std::invalid_argument that fn throws ("" when none).
 template <typename Fn>
 std::string invalid_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "";
+  return mgtest::error_of<std::invalid_argument>(fn);
 }
 
 std::string train_error(const std::string& name, const std::string& value) {

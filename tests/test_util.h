@@ -64,12 +64,13 @@ std::string next_tmp_path(const std::string& path);
 // unique <file>.tmp.<pid>.<n> and the old fixed <file>.tmp). Empty after every save or failure.
 std::vector<std::string> temporaries_of(const std::string& path);
 
-// The message of the std::runtime_error that fn throws ("" when it throws none).
-template <typename Fn>
+// The message of the exception of type E (std::runtime_error by default) that fn throws ("" when
+// it throws none; another type propagates and fails the test).
+template <typename E = std::runtime_error, typename Fn>
 std::string error_of(Fn&& fn) {
   try {
     fn();
-  } catch (const std::runtime_error& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "";

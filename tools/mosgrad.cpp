@@ -86,9 +86,11 @@ int cmd_train(int argc, char** argv, bool finetune) {
   bool help = false;
   TrainConfig cfg = train_config(argc, argv, command, &help);
   if (help) {
-    std::printf("mosgrad %s [--preset NAME] [flags]\n\npresets: tiny, small-softmax, small-mos, small-sigsoftmax, "
-                "small-mosig, mos-paper (default small-mos); flags after the preset override it\n\n%s",
-                command.c_str(), flags_help(cfg.flag_table()).c_str());
+    std::string presets;
+    for (const std::string& name : preset_names()) presets += (presets.empty() ? "" : ", ") + name;
+    std::printf("mosgrad %s [--preset NAME] [flags]\n\npresets: %s (default small-mos); flags after the preset "
+                "override it\n\n%s",
+                command.c_str(), presets.c_str(), flags_help(cfg.flag_table()).c_str());
     return 0;
   }
   if (cfg.threads > 0) set_num_threads(cfg.threads);

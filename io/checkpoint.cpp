@@ -118,8 +118,9 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
   out.commit();
 }
 
-Checkpoint load_checkpoint(const std::string& path) {
-  const std::string bytes = read_file(path, "checkpoint");
+Checkpoint load_checkpoint(const std::string& path) { return parse_checkpoint(read_file(path, "checkpoint"), path); }
+
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   const unsigned char* file = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t file_size = bytes.size();
 

@@ -55,4 +55,8 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
 // bytes, found M), checksum mismatch (corrupt), malformed payload.
 Checkpoint load_checkpoint(const std::string& path);
 
+// The same checks on bytes already in memory (`path` names them in errors): what load_checkpoint
+// runs on the file's contents, and what the fuzz target (tests/fuzz/) feeds with arbitrary bytes.
+Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path);
+
 }  // namespace mg

@@ -74,8 +74,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // ---------------------------------------------------------------- load
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  return parse_safetensors(read_file(path, "safetensors file"), path);
+}
+
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path) {
   const std::string where = "safetensors file " + path;
-  const std::string bytes = read_file(path, "safetensors file");
   const unsigned char* file = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t file_size = bytes.size();
 

@@ -43,4 +43,7 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // its byte range, offsets out of range / overlapping / leaving holes, duplicate names.
 SafetensorsFile load_safetensors(const std::string& path);
 
+// The same checks on bytes already in memory (`path` names them in errors); the fuzz target's entry.
+SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path);
+
 }  // namespace mg

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "lm/corpus.h"
+
 namespace mg {
 
 std::string ModelCommandOptions::model_path() const {
@@ -72,6 +74,35 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
     throw std::invalid_argument("no flag table for command '" + command + "'");
   }
   return t;
+}
+
+namespace {
+// The switches of a table: flags whose value is true/false may stand alone (--resume, --tf32).
+std::vector<std::string> switches_of(const FlagTable& table) {
+  std::vector<std::string> names;
+  for (const Flag& f : table)
+    if (f.value.empty() || f.value == "true|false") names.push_back(f.name);
+  return names;
+}
+}  // namespace
+
+TrainConfig parse_train_command(const std::string& command, int argc, char** argv, bool* help) {
+  TrainConfig probe;
+  const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(probe.flag_table()));
+  *help = a.help;
+  TrainConfig cfg = preset_config(a.get("preset", "small-mos"));
+  const FlagTable table = cfg.flag_table();
+  if (a.help) return cfg;
+  for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
+  cfg.data = resolve_data_dir(cfg.data);
+  return cfg;
+}
+
+bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv) {
+  const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(table));
+  if (!a.help)
+    for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
+  return a.help;
 }
 
 }  // namespace mg

@@ -8,6 +8,7 @@
 #include "lm/dyneval.h"
 #include "lm/flags.h"
 #include "lm/generate.h"
+#include "lm/train_config.h"
 
 namespace mg {
 
@@ -31,5 +32,11 @@ struct ModelCommandOptions {
 // The commands with a table, and each one's table bound to `o`; an unknown command throws.
 const std::vector<std::string>& model_command_names();
 FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o);
+
+// The command line after `mosgrad <command>` (argv[2..argc)), parsed and every flag applied and
+// checked before any work starts. Both return with *help / true when --help was given (nothing applied).
+// train/finetune: the preset first (it sets every flag), then the flags given, in order; --data resolved.
+TrainConfig parse_train_command(const std::string& command, int argc, char** argv, bool* help);
+bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
 
 }  // namespace mg

@@ -91,7 +91,11 @@ bool is_python_space(uint32_t cp) {
 
 std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool grow,
                                    int64_t* unk_count) {
-  const std::string text = read_file(path, "corpus file", std::string(". ") + kHowToGetData);
+  return tokenize_text(read_file(path, "corpus file", std::string(". ") + kHowToGetData), path, vocab, grow, unk_count);
+}
+
+std::vector<int64_t> tokenize_text(const std::string& text, const std::string& path, Vocab& vocab, bool grow,
+                                   int64_t* unk_count) {
   if (text.empty()) throw std::runtime_error("corpus file " + path + " is empty (0 bytes)");
 
   std::vector<int64_t> ids;

@@ -77,6 +77,9 @@ Corpus load_corpus(const std::string& dir, int64_t max_vocab = 0);
 // *unk_count (when not null). Throws like load_corpus.
 std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool grow,
                                    int64_t* unk_count = nullptr);
+// The same on text already in memory (`path` names it in errors); the fuzz target's entry.
+std::vector<int64_t> tokenize_text(const std::string& text, const std::string& path, Vocab& vocab, bool grow,
+                                   int64_t* unk_count = nullptr);
 
 // Where the data lives, in this order of preference:
 //   1. `explicit_dir` when not empty (the --data DIR flag),

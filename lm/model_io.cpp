@@ -52,6 +52,20 @@ ModelConfig config_from(const std::map<std::string, std::string>& strings, const
   return c;
 }
 
+// A file's config must not describe more parameters than the file holds values: checked before the
+// model is built, so a crafted config (V = 2^24, E = 2^20) is an error, not a 64 TB allocation. (More
+// values than that is an unknown tensor, which load_parameters names.)
+void check_config_fits_tensors(const ModelConfig& cfg, const NamedTensors& tensors, const std::string& prefix,
+                               const std::string& file) {
+  int64_t stored = 0;
+  for (const auto& [name, t] : tensors)
+    if (name.rfind(prefix, 0) == 0) stored += t.numel();
+  if (cfg.parameter_count() > stored)
+    throw std::runtime_error(file + ": its config describes a model of " + std::to_string(cfg.parameter_count()) +
+                             " parameters (" + cfg.summary() + ") but it holds only " + std::to_string(stored) +
+                             " parameter values (a parameter is missing, or the config does not match the weights)");
+}
+
 // The vocabulary stored with a model must have one word per row of its embedding.
 void check_vocab_fits(const Vocab& vocab, const ModelConfig& cfg, const std::string& file) {
   if (vocab.size() != cfg.ntoken)
@@ -99,10 +113,13 @@ void save_model(const std::string& path, const RNNModel& model, const Vocab& voc
   save_checkpoint(path, tensors, strings);
 }
 
-LoadedModel load_model(const std::string& path) {
-  const Checkpoint ckpt = load_checkpoint(path);
+LoadedModel load_model(const std::string& path) { return model_from_checkpoint(load_checkpoint(path)); }
+
+LoadedModel model_from_checkpoint(const Checkpoint& ckpt) {
+  const std::string& path = ckpt.path;
   LoadedModel out;
   ModelConfig cfg = config_from(ckpt.strings, path);
+  check_config_fits_tensors(cfg, ckpt.tensors, "model.", path);
   out.model = std::make_shared<RNNModel>(cfg, 0);
   load_parameters(*out.model, ckpt.tensors, "model.", path);
   if (ckpt.has_string("vocab")) out.vocab = split_vocab(ckpt.string("vocab")), check_vocab_fits(out.vocab, cfg, path);
@@ -118,10 +135,13 @@ void export_safetensors(const std::string& path, const RNNModel& model, const Vo
   save_safetensors(path, model.named_parameters(), meta);
 }
 
-LoadedModel import_safetensors(const std::string& path) {
-  const SafetensorsFile file = load_safetensors(path);
+LoadedModel import_safetensors(const std::string& path) { return model_from_safetensors(load_safetensors(path), path); }
+
+LoadedModel model_from_safetensors(const SafetensorsFile& file, const std::string& path) {
   LoadedModel out;
-  out.model = std::make_shared<RNNModel>(config_from(file.metadata, path), 0);
+  const ModelConfig cfg = config_from(file.metadata, path);
+  check_config_fits_tensors(cfg, file.tensors, "", path);
+  out.model = std::make_shared<RNNModel>(cfg, 0);
   load_parameters(*out.model, file.tensors, "", path);
   auto it = file.metadata.find("vocab");
   if (it != file.metadata.end())

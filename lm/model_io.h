@@ -6,6 +6,7 @@
 #include <string>
 
 #include "io/checkpoint.h"
+#include "io/safetensors.h"
 #include "lm/corpus.h"
 #include "nn/rnn_model.h"
 
@@ -26,10 +27,15 @@ void load_parameters(RNNModel& model, const NamedTensors& source, const std::str
 void save_model(const std::string& path, const RNNModel& model, const Vocab& vocab,
                 const std::map<std::string, std::string>& extra = {});
 LoadedModel load_model(const std::string& path);
+// The model in a checkpoint already read: config checked (ranges, dropouts in [0, 1), its parameter
+// count equal to the values the file holds), every parameter present, finite, of the right shape,
+// nothing unknown, the vocabulary one word per row. load_model = load_checkpoint + this.
+LoadedModel model_from_checkpoint(const Checkpoint& checkpoint);
 
 // safetensors with the PyTorch parameter names ("encoder.weight", "rnns.0.weight_ih", ...) and the
 // model's flags (and vocabulary) in __metadata__, so a PyTorch user can rebuild the same model.
 void export_safetensors(const std::string& path, const RNNModel& model, const Vocab& vocab);
 LoadedModel import_safetensors(const std::string& path);
+LoadedModel model_from_safetensors(const SafetensorsFile& file, const std::string& path);  // the same checks
 
 }  // namespace mg

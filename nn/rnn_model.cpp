@@ -14,6 +14,20 @@ std::vector<int64_t> ModelConfig::layer_sizes() const {
   return sizes;
 }
 
+int64_t ModelConfig::parameter_count() const {
+  // Mirrors the constructor below: encoder, each LSTM layer (4H x in, 4H x H, two 4H biases), head.
+  const std::vector<int64_t> sizes = layer_sizes();
+  int64_t n = ntoken * emsize;
+  for (size_t l = 0; l < sizes.size(); ++l) {
+    const int64_t in = l == 0 ? emsize : sizes[l - 1], H = sizes[l];
+    n += 4 * H * in + 4 * H * H + 8 * H;
+  }
+  const int64_t H = sizes.back();
+  if (is_mixture(head)) n += n_experts * H + n_experts * emsize * H + n_experts * emsize + (tied ? 0 : ntoken * emsize);
+  else n += tied ? 0 : ntoken * H;
+  return n + ntoken;  // the decoder bias
+}
+
 std::map<std::string, std::string> ModelConfig::to_map() const {
   auto f = [](float v) { std::ostringstream os; os.precision(9); os << v; return os.str(); };
   return {{"ntoken", std::to_string(ntoken)}, {"emsize", std::to_string(emsize)}, {"nhid", std::to_string(nhid)},

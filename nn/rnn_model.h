@@ -34,6 +34,9 @@ struct ModelConfig {
   // Flat key=value form, for checkpoint headers and safetensors __metadata__.
   std::map<std::string, std::string> to_map() const;
   static ModelConfig from_map(const std::map<std::string, std::string>& values);
+  // How many floats the model's parameters hold (a tied decoder counted once), computed without
+  // building it: loaders compare it with the file before allocating a model a crafted file describes.
+  int64_t parameter_count() const;
   std::string summary() const;  // one line, e.g. "mos K=5 E=200 LSTM [400,400] V=10000 tied"
 };
 

@@ -67,6 +67,25 @@ TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
   EXPECT_HAS(e, "model.emsize = 9223372036854775807 is outside [1, 1048576]");
   e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["vocab"] = "<eos>\na\nb\n"; }));
   EXPECT_HAS(e, "the stored vocabulary has 3 words but the model has ntoken = 5");
+  // A config far larger than the weights stored: refused before a model of that size is allocated
+  // (2^20 x 2^20 floats would be 4 TB).
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) {
+    ck.strings["model.ntoken"] = "1048576", ck.strings["model.emsize"] = "1048576";
+  }));
+  EXPECT_HAS(e, "its config describes a model of");
+  EXPECT_HAS(e, "but it holds only 185 parameter values");
+}
+
+// The count the loaders check a file against, computed from the config alone, must be the built
+// model's, for every head, tied or not, one layer or three.
+TEST(Reliability, ParameterCountFromTheConfigIsTheBuiltModels) {
+  for (HeadKind head : {HeadKind::Softmax, HeadKind::Sigsoftmax, HeadKind::MoS, HeadKind::MoSig, HeadKind::MoC})
+    for (bool tied : {true, false})
+      for (int64_t layers : {1, 3}) {
+        ModelConfig c = small_model();
+        c.head = head, c.tied = tied, c.nlayers = layers, c.n_experts = 3, c.nhidlast = 5;
+        EXPECT_EQ(c.parameter_count(), RNNModel(c, 1).parameter_count()) << c.summary();
+      }
 }
 
 TEST(Reliability, ANonFiniteGradientStopsTrainingBeforeTheUpdate) {

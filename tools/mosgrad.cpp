@@ -45,35 +45,6 @@ commands:
 'mosgrad <command> --help' lists that command's flags.
 )";
 
-// The switches of a table: flags whose value is true/false may stand alone (--resume, --tf32).
-std::vector<std::string> switches_of(const FlagTable& table) {
-  std::vector<std::string> names;
-  for (const Flag& f : table)
-    if (f.value.empty() || f.value == "true|false") names.push_back(f.name);
-  return names;
-}
-
-// Parses the command line with `table` and applies every flag, in order, before any work starts.
-ParsedArgs parse_with(const std::string& command, const FlagTable& table, int argc, char** argv) {
-  const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(table));
-  if (!a.help)
-    for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
-  return a;
-}
-
-// train/finetune: the preset first (it sets every flag), then the flags given, in order.
-TrainConfig train_config(int argc, char** argv, const std::string& command, bool* help) {
-  TrainConfig probe;
-  const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(probe.flag_table()));
-  *help = a.help;
-  TrainConfig cfg = preset_config(a.get("preset", "small-mos"));
-  const FlagTable table = cfg.flag_table();
-  if (a.help) return cfg;
-  for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
-  cfg.data = resolve_data_dir(cfg.data);
-  return cfg;
-}
-
 // Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) all stop training cleanly: the checkpoint
 // is saved, and --resume continues exactly. A second signal ends the program at once.
 void on_stop_signal(int sig) {
@@ -84,7 +55,7 @@ void on_stop_signal(int sig) {
 int cmd_train(int argc, char** argv, bool finetune) {
   const std::string command = finetune ? "finetune" : "train";
   bool help = false;
-  TrainConfig cfg = train_config(argc, argv, command, &help);
+  TrainConfig cfg = parse_train_command(command, argc, argv, &help);
   if (help) {
     std::string presets;
     for (const std::string& name : preset_names()) presets += (presets.empty() ? "" : ", ") + name;
@@ -165,8 +136,7 @@ int cmd_generate(const ModelCommandOptions& o) {
 int cmd_model(const std::string& command, int argc, char** argv) {
   ModelCommandOptions o;
   const FlagTable table = model_command_flags(command, o);
-  const ParsedArgs a = parse_with(command, table, argc, argv);
-  if (a.help) {
+  if (parse_model_command(command, table, argc, argv)) {
     std::printf("mosgrad %s [flags]\n\n%s", command.c_str(), flags_help(table).c_str());
     return 0;
   }

@@ -5,6 +5,7 @@
 #   make check-layers  fail if a folder includes a higher one (tools/check_layers.sh)
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
+#   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
 #   make clean
 #
@@ -27,15 +28,20 @@ ifeq ($(MODE),release)
 else ifeq ($(MODE),debug)
   CXXFLAGS := $(CXXFLAGS_COMMON) -O0 -g3 -fno-omit-frame-pointer
   LDFLAGS  :=
+else ifeq ($(MODE),fuzz)
+  # libFuzzer (clang): the library instrumented for coverage, with ASan + UBSan; no OpenMP.
+  CXXFLAGS := $(CXXFLAGS_COMMON) -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+              -fno-omit-frame-pointer -Wno-unknown-pragmas
+  LDFLAGS  := -fsanitize=fuzzer,address,undefined
 else ifeq ($(MODE),asan)
   CXXFLAGS := $(CXXFLAGS_COMMON) -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -fopenmp
   LDFLAGS  := -fsanitize=address,undefined -fopenmp
 else
-  $(error MODE must be release, debug or asan)
+  $(error MODE must be release, debug, asan or fuzz)
 endif
 
 LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp)
-TEST_SRCS := $(wildcard tests/*.cpp)
+TEST_SRCS := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp
 TOOL_SRCS := $(wildcard tools/*.cpp)
 BENCH_SRCS:= $(wildcard bench/*.cpp)
 
@@ -61,7 +67,7 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-.PHONY: all test check-layers debug asan bench clean data run
+.PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(BUILD)/%.o: %.cpp
@@ -107,6 +113,24 @@ debug:
 asan:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/asan/run_tests $(GTEST_FLAGS)
+
+# Fuzzing (tests/fuzz/targets.h): each target under libFuzzer for FUZZ_SECONDS, two at a time;
+# crashes are copied to tests/fuzz/crashes/<target>/, which make test replays. Needs clang.
+FUZZ_TARGETS := checkpoint safetensors corpus flags
+FUZZ_SECONDS ?= 240
+FUZZ_CXX     ?= clang++
+build/fuzz/fuzz_%: tests/fuzz/main.cpp build/fuzz/tests/fuzz/targets.o build/fuzz/libmosgrad.a
+	$(CXX) $(CXXFLAGS) -DMGFUZZ_TARGET=$* $^ -o $@ $(LDFLAGS)
+
+fuzz:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=fuzz CXX=$(FUZZ_CXX) $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
+	bash tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Rewrites the fuzzers' seed corpus (tests/fuzz/corpus/) with tests/fuzz/make_seeds.cpp.
+fuzz-seeds:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/libmosgrad.a build/release/tests/fuzz/make_seeds.o
+	$(CXX) build/release/tests/fuzz/make_seeds.o build/release/libmosgrad.a -o build/release/make_seeds -fopenmp
+	./build/release/make_seeds
 
 # The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.
 # make run ARGS="--max-minutes 15 --save runs/mos15").

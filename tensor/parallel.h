@@ -65,7 +65,7 @@ class TeamBarrier {
   }
 
  private:
-  bool team_;
+  [[maybe_unused]] bool team_;  // read only with OpenMP
 };
 
 // Runs fn(begin, end, barrier) once on each of up to `max_threads` threads of one team; thread t

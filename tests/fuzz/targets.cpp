@@ -1,0 +1,109 @@
+#include "tests/fuzz/targets.h"
+
+#include <stdexcept>
+
+#include "io/crc32.h"
+#include "io/little_endian.h"
+#include "lm/commands.h"
+#include "lm/corpus.h"
+#include "lm/model_io.h"
+
+namespace mgfuzz {
+
+namespace {
+
+[[noreturn]] void broken(const std::string& what) { throw std::logic_error("fuzz invariant broken: " + what); }
+
+std::string bytes_of(const uint8_t* data, size_t size) { return std::string(reinterpret_cast<const char*>(data), size); }
+
+}  // namespace
+
+// The errors a reader is allowed to throw carry a message for the user.
+void expect_clear_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::runtime_error&) {
+  } catch (const std::invalid_argument&) {
+  }
+}
+
+void checkpoint(const uint8_t* data, size_t size) {
+  std::string bytes = bytes_of(data, size);
+  constexpr size_t kHeader = 28, kCrcAt = 24;  // io/checkpoint.h
+  if (bytes.size() >= kHeader) {
+    std::string crc;
+    mg::put_le32(crc, mg::crc32(bytes.data() + kHeader, bytes.size() - kHeader));
+    bytes.replace(kCrcAt, 4, crc);
+  }
+  expect_clear_error([&] {
+    const mg::Checkpoint ck = mg::parse_checkpoint(bytes, "fuzz.ckpt");
+    const mg::LoadedModel lm = mg::model_from_checkpoint(ck);
+    if (lm.model->parameter_count() != lm.model->config.parameter_count()) broken("parameter count");
+  });
+}
+
+void safetensors(const uint8_t* data, size_t size) {
+  expect_clear_error([&] {
+    const mg::SafetensorsFile file = mg::parse_safetensors(bytes_of(data, size), "fuzz.safetensors");
+    for (const auto& [name, t] : file.tensors)
+      if (!t.defined() || t.numel() < 0) broken("tensor " + name);
+    const mg::LoadedModel lm = mg::model_from_safetensors(file, "fuzz.safetensors");
+    if (!lm.vocab.words().empty() && lm.vocab.size() != lm.model->config.ntoken) broken("vocabulary size");
+  });
+}
+
+void corpus(const uint8_t* data, size_t size) {
+  const std::string bytes = bytes_of(data, size);
+  const size_t split = bytes.find('\xff');
+  const std::string train = bytes.substr(0, split), valid = split == std::string::npos ? "" : bytes.substr(split + 1);
+  expect_clear_error([&] {
+    mg::Vocab vocab;
+    const std::vector<int64_t> train_ids = mg::tokenize_text(train, "fuzz.train.txt", vocab, true);
+    int64_t unknown = -1;
+    const std::vector<int64_t> valid_ids = mg::tokenize_text(valid, "fuzz.valid.txt", vocab, false, &unknown);
+    for (const auto* ids : {&train_ids, &valid_ids})
+      for (int64_t id : *ids)
+        if (id < 0 || id >= vocab.size()) broken("id " + std::to_string(id) + " outside the vocabulary");
+    if (unknown < 0 || unknown > static_cast<int64_t>(valid_ids.size())) broken("unknown count");
+  });
+}
+
+void flags(const uint8_t* data, size_t size) {
+  static const char* kCommands[] = {"train", "finetune", "eval", "dyneval", "generate", "export", "import"};
+  if (size == 0) return;
+  const std::string command = kCommands[data[0] % 7];
+  std::vector<std::string> words = {"mosgrad", command};
+  std::string word;
+  for (size_t i = 1; i < size; ++i) {
+    if (data[i] == 0) words.push_back(word), word.clear();
+    else word += static_cast<char>(data[i]);
+  }
+  if (!word.empty()) words.push_back(word);
+  std::vector<char*> argv;
+  for (std::string& w : words) argv.push_back(w.data());
+  const int argc = static_cast<int>(argv.size());
+  expect_clear_error([&] {
+    bool help = false;
+    if (command == "train" || command == "finetune") {
+      const mg::TrainConfig cfg = mg::parse_train_command(command, argc, argv.data(), &help);
+      // Every size accepted must keep the model's size computable without overflow (UBSan checks).
+      mg::ModelConfig m = cfg.model;
+      m.ntoken = int64_t{1} << 24;  // the largest vocabulary the loaders accept
+      if (m.parameter_count() <= 0) broken("parameter count of " + m.summary());
+      if (cfg.batch_size < 1 || cfg.bptt < 1 || cfg.log_interval < 1) broken("a size below 1 was accepted");
+    } else {
+      mg::ModelCommandOptions o;
+      const mg::FlagTable table = mg::model_command_flags(command, o);
+      mg::parse_model_command(command, table, argc, argv.data());
+      if (o.bptt < 1) broken("--bptt below 1 was accepted");
+    }
+  });
+}
+
+const std::vector<Target>& targets() {
+  static const std::vector<Target> all = {
+      {"checkpoint", checkpoint}, {"safetensors", safetensors}, {"corpus", corpus}, {"flags", flags}};
+  return all;
+}
+
+}  // namespace mgfuzz

@@ -1,0 +1,43 @@
+// The fuzz targets: each feeds arbitrary bytes to one reader of untrusted input and checks that it
+// either succeeds (and what it returns is consistent) or throws a clear error. An error that is
+// not std::runtime_error / std::invalid_argument (std::bad_alloc, std::out_of_range from a bare
+// stoll, ...), a crash, a sanitizer report or a broken invariant is a finding.
+//
+// The same functions run two ways:
+//   make fuzz        libFuzzer + ASan/UBSan (clang), each target for FUZZ_SECONDS (tests/fuzz/main.cpp)
+//   make test        tests/test_fuzz_replay.cpp replays the committed seed corpus and every crash
+//                    reproducer (tests/fuzz/corpus/<target>/, tests/fuzz/crashes/<target>/)
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace mgfuzz {
+
+// A mosgrad checkpoint: parse_checkpoint, then model_from_checkpoint when it parses. The target
+// rewrites the header's CRC-32 to match the payload first, so the fuzzer gets past the checksum
+// to the payload parser and the model loader (the checksum itself has its own unit tests).
+void checkpoint(const uint8_t* data, size_t size);
+// A safetensors file: parse_safetensors, then model_from_safetensors when it parses.
+void safetensors(const uint8_t* data, size_t size);
+// A corpus: the bytes up to the first 0xFF are the training text (vocabulary grows), the rest the
+// validation text (unknown words become <unk>); every id must index the vocabulary.
+void corpus(const uint8_t* data, size_t size);
+// A command line: words separated by NUL bytes; the first picks the subcommand (train, finetune,
+// eval, dyneval, generate, export, import; by its first byte), the rest are its flags.
+void flags(const uint8_t* data, size_t size);
+
+// Runs f; std::runtime_error and std::invalid_argument (the clear errors) are swallowed, anything
+// else propagates to libFuzzer or the replay test.
+void expect_clear_error(const std::function<void()>& f);
+
+struct Target {
+  const char* name;  // the folder under tests/fuzz/corpus and tests/fuzz/crashes
+  void (*run)(const uint8_t*, size_t);
+};
+const std::vector<Target>& targets();
+
+}  // namespace mgfuzz

@@ -3,6 +3,7 @@
 // Follows AWD-LSTM's main.py (Merity et al. 2017) and MoS's main.py / finetune.py (Yang et al. 2017).
 #include "lm/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -13,6 +14,7 @@
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "io/checkpoint.h"
+#include "io/run_lock.h"
 #include "lm/batching.h"
 #include "lm/evaluate.h"
 #include "lm/learning_curves.h"
@@ -29,6 +31,16 @@ volatile std::sig_atomic_t g_stop = 0;
 std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens) {
   if (max_tokens <= 0 || max_tokens >= static_cast<int64_t>(ids.size())) return ids;
   return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
+}
+
+// A loss far above guessing uniformly (ln V nats per word) means training has diverged, even while
+// it is still finite ("ppl inf"): such weights must neither train on nor be kept as the best model.
+double diverged_loss(int64_t V) { return std::max(20.0, 4.0 * std::log(static_cast<double>(V))); }
+
+std::string diverged_message(const std::string& what, double loss, int64_t step, int64_t V, const std::string& state_path) {
+  return "training diverged: the " + what + " is " + std::to_string(loss) + " nats per word at step " +
+         std::to_string(step) + " (guessing uniformly scores ln V = " + std::to_string(std::log(static_cast<double>(V))) +
+         "); nothing was saved, and " + state_path + " (if any) holds the last good state (lower --lr?)";
 }
 
 std::string join(const std::vector<double>& v) {
@@ -87,11 +99,28 @@ void restore_generator(Generator& gen, const std::string& text) {
   in >> gen.seed >> gen.offset;
 }
 
+// A resumed run continues the run in the checkpoint, so the flags that define that run must not
+// change on the way: the model, the optimizer (a changed --optimizer used to be silently ignored),
+// the batch size (the carried hidden state is [B,H]) and the training data. Others (--lr, --clip,
+// --epochs, the limits) may change.
+void check_resume_flags(const Checkpoint& ck, const TrainConfig& cfg, const std::string& state_path) {
+  for (const auto& [key, value] : cfg.to_map()) {
+    const bool defines_run = (key.rfind("model.", 0) == 0 && key != "model.ntoken") || key == "optimizer" ||
+                             key == "batch_size" || key == "max_train_tokens";
+    if (!defines_run || !ck.has_string(key) || ck.string(key) == value) continue;
+    const std::string flag = "--" + (key.rfind("model.", 0) == 0 ? key.substr(6) : key);
+    throw std::invalid_argument("--resume: the run in " + state_path + " was made with " + flag + " " +
+                                ck.string(key) + "; it cannot continue with " + flag + " " + value +
+                                " (drop the flag, or start a new run with another --save)");
+  }
+}
+
 // The mirror of save_state: every piece of state back from state_path, so the losses continue
 // exactly. The optimizer is rebuilt as the checkpoint's kind (SGD may have become ASGD).
 void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus, RNNModel& model,
                    std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden, Generator& bptt_gen) {
   const Checkpoint ck = load_checkpoint(state_path);
+  check_resume_flags(ck, cfg, state_path);
   Vocab trained;
   std::istringstream words(ck.string("vocab"));
   for (std::string w; std::getline(words, w);) trained.add(w);
@@ -142,9 +171,12 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
 // Validation of the weights reached (ASGD's averaged ones), kept as best_path when they beat
 // st.best_val. Returns the loss and whether it improved.
 std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt,
-                                               TrainState& st, const std::string& best_path, const Vocab& vocab) {
+                                               TrainState& st, const std::string& best_path, const Vocab& vocab,
+                                               const std::string& state_path) {
   opt.swap_in_average();
   const double val_loss = evaluate(model, val_data, bptt).loss;
+  if (!(val_loss <= diverged_loss(vocab.size())))
+    throw std::runtime_error(diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
   const bool improved = val_loss < st.best_val;
   if (improved) {
     st.best_val = val_loss;
@@ -181,6 +213,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, state_path, corpus, train_data, val_data);
   std::filesystem::create_directories(cfg.save);
+  const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") + " --save " + cfg.save);
 
   // ---- model and optimizer ----
   ModelConfig model_cfg = cfg.model;
@@ -258,8 +291,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       st.epoch_loss_sum += nll * n, st.epoch_loss_count += n;
       interval_loss += nll, interval_norm += norm, ++interval_steps, interval_tokens += n;
       if (hooks.on_step) hooks.on_step(st.step, nll);
-      if (!std::isfinite(nll)) throw std::runtime_error("training diverged: loss is " + std::to_string(nll) +
-                                                        " at step " + std::to_string(st.step) + " (lower --lr?)");
+      if (!(nll <= diverged_loss(model_cfg.ntoken)))
+        throw std::runtime_error(diverged_message("training loss", nll, st.step, model_cfg.ntoken, state_path));
 
       if (st.step % cfg.log_interval == 0 || st.batch_pos >= train_data.rows - 1) {
         const double secs = std::chrono::duration<double>(Clock::now() - interval_start).count();
@@ -286,7 +319,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
           // A budget stop ("validation perplexity after 15 minutes"): score the weights reached so far.
           bool improved = false;
           std::tie(result.final_val_loss, improved) =
-              validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, best_path, corpus.vocab);
+              validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, best_path, corpus.vocab, state_path);
           EpochMetrics em;  // the record of this validation, so a short run's file is not empty
           em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens, em.val_loss = result.final_val_loss;
           em.train_loss = st.epoch_loss_count ? st.epoch_loss_sum / st.epoch_loss_count : 0;
@@ -304,7 +337,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     }
 
     // ---- end of epoch: validate (ASGD evaluates its averaged weights), keep the best model ----
-    const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, best_path, corpus.vocab);
+    const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, best_path, corpus.vocab, state_path);
 
     EpochMetrics em;
     em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens;

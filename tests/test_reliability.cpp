@@ -91,7 +91,9 @@ TEST(Reliability, ParameterCountFromTheConfigIsTheBuiltModels) {
 TEST(Reliability, ANonFiniteGradientStopsTrainingBeforeTheUpdate) {
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("diverge"));
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("diverge"));
-  cfg.lr = 1e30f, cfg.clip = 0;  // the first update overflows the weights
+  // The first update makes the weights inf (and NaN where a gradient was 0), so the second step's
+  // gradient is NaN. (A merely huge lr gives a finite absurd loss first, which has its own check.)
+  cfg.lr = std::numeric_limits<float>::infinity(), cfg.clip = 0;
   try {
     train_lm(cfg, corpus);
     FAIL() << "a diverging run trained on";

@@ -1,0 +1,50 @@
+#include "io/run_lock.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <stdexcept>
+
+namespace mg {
+
+std::string RunLock::file_in(const std::string& dir) { return dir + "/mosgrad.lock"; }
+
+RunLock::RunLock(const std::string& dir, const std::string& command) {
+  const std::string path = file_in(dir);
+  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw std::runtime_error("cannot open the run directory's lock " + path + ": " + std::strerror(errno) +
+                             (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    char holder[512] = {0};
+    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
+    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "another process";
+    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    ::close(fd_);
+    fd_ = -1;
+    if (err == EWOULDBLOCK)
+      throw std::runtime_error("run directory " + dir + " is in use by " + who +
+                               ": wait for that run to end (or stop it), or choose another --save");
+    throw std::runtime_error("cannot lock " + path + ": " + std::strerror(err));
+  }
+  // Ours now: say who holds it, for the message a second run will print.
+  char when[32] = "?";
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  if (::localtime_r(&now, &tm)) std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+  const std::string line = "process " + std::to_string(::getpid()) + " (" + command + "), started " + when + "\n";
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+    // The lock holds without the note; only the message a second run prints would be poorer.
+  }
+}
+
+RunLock::~RunLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing the descriptor releases the flock
+}
+
+}  // namespace mg

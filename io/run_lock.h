@@ -1,0 +1,31 @@
+// A lock on a run directory, so two trainings never write into one --save: the second is refused
+// at once with the other's process id, start time and command line, instead of the two
+// overwriting each other's checkpoints (and the loser blaming a full disk).
+//
+// How: flock(2) on "<dir>/mosgrad.lock", which the holder fills with a line describing itself.
+// The kernel releases a flock when its process ends, however it ends (kill -9 included), so a
+// crashed run never leaves a stale lock behind; the file itself stays, and the next run reuses it.
+// The file is opened without following symlinks, so a link planted at its name is an error.
+#pragma once
+
+#include <string>
+
+namespace mg {
+
+class RunLock {
+ public:
+  // Takes the lock on `dir` (which must exist) for this process, recording `command` (one line,
+  // e.g. "mosgrad train --save runs/x"). Throws std::runtime_error when another process holds it,
+  // naming that process, or when the lock file cannot be opened.
+  RunLock(const std::string& dir, const std::string& command);
+  ~RunLock();  // releases the lock
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+
+  static std::string file_in(const std::string& dir);  // "<dir>/mosgrad.lock"
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace mg

@@ -1,0 +1,91 @@
+// The run directory is the user's result: one training at a time writes into it (a lock that names
+// the other process), a resumed run continues the same run (its defining flags cannot change), and
+// diverged weights, even finite ones, are never kept.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "io/read_file.h"
+#include "io/run_lock.h"
+#include "lm/train.h"
+#include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
+
+using namespace mg;
+
+TEST(RunDirectory, ASecondLockIsRefusedNamingTheHolder) {
+  const mgtest::TempDir dir;
+  {
+    const RunLock first(dir.str(), "mosgrad train --save x");
+    const std::string e = mgtest::error_of([&] { RunLock second(dir.str(), "mosgrad train --save x"); });
+    EXPECT_HAS(e, "run directory " + dir.str() + " is in use by process " + std::to_string(::getpid()) +
+                      " (mosgrad train --save x), started ");
+    EXPECT_HAS(e, "choose another --save");
+  }
+  EXPECT_EQ(mgtest::error_of([&] { RunLock again(dir.str(), "mosgrad train"); }), "");  // released with its holder
+}
+
+TEST(RunDirectory, ASymlinkAtTheLocksNameIsAnError) {
+  const mgtest::TempDir dir;
+  const std::string target = dir.file("elsewhere");
+  std::filesystem::create_symlink(target, RunLock::file_in(dir.str()));
+  EXPECT_HAS(mgtest::error_of([&] { RunLock lock(dir.str(), "mosgrad train"); }), "it is a symlink");
+  EXPECT_FALSE(std::filesystem::exists(target));  // nothing was created through the link
+}
+
+TEST(RunDirectory, TrainingRefusesADirectoryAnotherRunHolds) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("locked"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("locked"));
+  cfg.max_steps = 1;
+  const RunLock other(cfg.save, "mosgrad train --save " + cfg.save);
+  EXPECT_HAS(mgtest::error_of([&] { train_lm(cfg, corpus); }), "is in use by process");
+  EXPECT_FALSE(std::filesystem::exists(cfg.save + "/checkpoint.ckpt"));
+}
+
+TEST(RunDirectory, ResumeRefusesFlagsThatDefineTheRun) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("resume_flags"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("resume_flags"));
+  cfg.max_steps = 2;
+  train_lm(cfg, corpus);
+  cfg.resume = true, cfg.max_steps = 3;
+  TrainConfig adam = cfg;
+  adam.optimizer = "adam";
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(adam, corpus); }),
+             "was made with --optimizer sgd; it cannot continue with --optimizer adam");
+  TrainConfig wider = cfg;
+  wider.model.nhid += 1;
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(wider, corpus); }), "--nhid 12; it cannot continue with --nhid 13");
+  TrainConfig batch = cfg;
+  batch.batch_size += 1;
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(batch, corpus); }), "--batch_size");
+  TrainConfig lower_lr = cfg;  // a flag that may change on the way
+  lower_lr.lr /= 2;
+  EXPECT_EQ(mgtest::error_of([&] { train_lm(lower_lr, corpus); }), "");
+}
+
+// Weights that give a finite but absurd loss (e^100 perplexity) must stop the run before anything
+// is saved: the checkpoint and best model on disk stay the last good ones.
+TEST(RunDirectory, AnAstronomicalFiniteLossStopsTrainingAndKeepsTheLastGoodFiles) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("astronomical"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("astronomical"));
+  cfg.max_steps = 2;
+  train_lm(cfg, corpus);
+  const std::string state = cfg.save + "/checkpoint.ckpt", best = cfg.save + "/best.ckpt";
+  Checkpoint ck = load_checkpoint(state);
+  for (auto& [name, t] : ck.tensors)  // huge but finite logits: the loss is ~1e6 nats, not inf
+    if (name == "model.decoder.bias") {
+      std::vector<float> v = t.to_vector();
+      for (size_t i = 0; i < v.size(); ++i) v[i] = i == 0 ? 1e6f : 0.0f;
+      t = Tensor::from_vector(v, t.shape());
+    }
+  save_checkpoint(state, ck.tensors, ck.strings);
+  const std::string state_bytes = read_file(state, "state"), best_bytes = read_file(best, "best");
+  cfg.resume = true, cfg.max_steps = 4;
+  const std::string e = mgtest::error_of([&] { train_lm(cfg, corpus); });
+  EXPECT_HAS(e, "training diverged: the training loss is");
+  EXPECT_HAS(e, "nothing was saved");
+  EXPECT_EQ(read_file(state, "state"), state_bytes);
+  EXPECT_EQ(read_file(best, "best"), best_bytes);
+}

@@ -199,9 +199,16 @@ std::string resolve_data_dir(const std::string& explicit_dir) {
     const char* env = std::getenv("MOSGRAD_DATA");
     if (env && *env) dir = env;
   }
-  if (dir.empty()) return (fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb").string();
-  const fs::path p(dir);
   std::error_code ec;
+  if (dir.empty()) {
+    // data/ptb in the checkout (what `make data` fills), else the shared copy beside the checkout
+    // (../shared/data/ptb, where our machines keep it), so `make run` works on either.
+    const fs::path own = fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb";
+    const fs::path shared = fs::path(MOSGRAD_SOURCE_DIR).parent_path() / "shared" / "data" / "ptb";
+    if (!fs::exists(own, ec) && fs::exists(shared / "ptb.train.txt", ec)) return shared.string();
+    return own.string();
+  }
+  const fs::path p(dir);
   if (p.is_absolute() || fs::exists(p, ec)) return dir;
   // Not found from here: try the checkout, so the same relative setting works from any directory.
   const fs::path in_checkout = fs::path(MOSGRAD_SOURCE_DIR) / p;

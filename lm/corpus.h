@@ -84,7 +84,8 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
 // Where the data lives, in this order of preference:
 //   1. `explicit_dir` when not empty (the --data DIR flag),
 //   2. the environment variable MOSGRAD_DATA,
-//   3. data/ptb inside the source checkout (what `make data` fills).
+//   3. data/ptb inside the source checkout (what `make data` fills), or, when that does not exist,
+//      ../shared/data/ptb beside the checkout when it holds PTB.
 // A relative path is taken relative to the current directory when it exists there, else relative
 // to the checkout (so MOSGRAD_DATA=../shared/data/ptb works from the checkout and from build/).
 // Returns the chosen path without checking the files in it; load_corpus does that.

@@ -192,13 +192,17 @@ TEST(Corpus, ResolveDataDir) {
     EXPECT_EQ(mg::resolve_data_dir(d.str()), d.str());  // the flag wins over the environment
     EXPECT_EQ(mg::resolve_data_dir(), "/somewhere/else");
   }
+  // Unset: data/ptb in the checkout, unless only the shared copy beside the checkout exists.
+  const fs::path own = fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb";
+  const fs::path shared = fs::path(MOSGRAD_SOURCE_DIR).parent_path() / "shared" / "data" / "ptb";
+  const fs::path expected = !fs::exists(own) && fs::exists(shared / "ptb.train.txt") ? shared : own;
   {
     ScopedEnv env("MOSGRAD_DATA", nullptr);
-    EXPECT_EQ(fs::path(mg::resolve_data_dir()), fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb");
+    EXPECT_EQ(fs::path(mg::resolve_data_dir()), expected);
   }
   {
     ScopedEnv env("MOSGRAD_DATA", "");  // set but empty counts as unset
-    EXPECT_EQ(fs::path(mg::resolve_data_dir()), fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb");
+    EXPECT_EQ(fs::path(mg::resolve_data_dir()), expected);
   }
   // A relative path that does not exist from here is looked up in the checkout ("tests" does).
   const fs::path cwd = fs::current_path();

@@ -6,6 +6,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
+#include "cuda/philox_rounds.h"
 
 namespace mg {
 
@@ -13,45 +14,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// tensor/philox.cpp philox4x32: 10 rounds on a 128-bit counter with a 64-bit key; the constants
-// are Random123's. __host__ too, so that it can be checked against the CPU's on the host.
-__host__ __device__ inline void philox4x32(uint32_t ctr[4], uint64_t key64) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  uint32_t k0 = static_cast<uint32_t>(key64), k1 = static_cast<uint32_t>(key64 >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kMul0) * ctr[0];
-    const uint64_t p1 = static_cast<uint64_t>(kMul1) * ctr[2];
-    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    const uint32_t c1 = ctr[1], c3 = ctr[3];
-    ctr[0] = hi1 ^ c1 ^ k0;
-    ctr[1] = lo1;
-    ctr[2] = hi0 ^ c3 ^ k1;
-    ctr[3] = lo0;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
-}
-
-// tensor/philox.cpp to_uniform: the top 24 bits as an exactly representable float in [0, 1).
-__host__ __device__ inline float to_uniform(uint32_t word) {
-  return static_cast<float>(word >> 8) * (1.0f / 16777216.0f);
-}
-
 // The four words of Philox block `block` (positions 4*block .. 4*block + 3) of stream `seed`.
 __host__ __device__ inline void philox_block(uint64_t seed, uint64_t block, uint32_t words[4]) {
   words[0] = static_cast<uint32_t>(block);
   words[1] = static_cast<uint32_t>(block >> 32);
   words[2] = 0u;
   words[3] = 0u;
-  philox4x32(words, seed);
+  philox4x32_rounds(words, seed);  // cuda/philox_rounds.h, shared with the CPU
 }
 
 // Philox block t of the draw [first, end): the positions of block (first >> 2) + t that lie in the
 // draw, written to out[pos - first] as the dropout mask: keep_scale / 0 as uniform >= p.
 // The first and last blocks may be partly outside the draw when first or end is not a multiple of 4.
-// __host__ too, for the same check as philox4x32.
+// __host__ too, so that it can be checked against the CPU on the host.
 __host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, uint64_t end, uint64_t t, float p,
                                            float keep_scale, float* out) {
   const uint64_t block = (first >> 2) + t;
@@ -60,7 +35,7 @@ __host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, u
   for (int w = 0; w < 4; ++w) {
     const uint64_t pos = (block << 2) + static_cast<uint64_t>(w);
     if (pos < first || pos >= end) continue;
-    const float u = to_uniform(words[w]);
+    const float u = philox_to_uniform(words[w]);
     out[pos - first] = u >= p ? keep_scale : 0.0f;
   }
 }

@@ -56,10 +56,7 @@ int64_t bptt_length(int64_t bptt, Generator& gen, int64_t max_seq_len_delta) {
   const uint64_t first = gen.advance(3);
   const double coin = philox_uniform(gen.seed, first);
   const double base = coin < 0.95 ? static_cast<double>(bptt) : bptt / 2.0;
-  // Box-Muller as in Tensor::normal; 1 - u keeps the log argument in (0, 1].
-  const double u1 = 1.0 - philox_uniform(gen.seed, first + 1);
-  const double u2 = philox_uniform(gen.seed, first + 2);
-  const double z = std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+  const double z = philox_normal(gen.seed, first + 1);  // uses positions first + 1 and first + 2
   const int64_t len = static_cast<int64_t>(std::llround(base + 5.0 * z));
   // Upper clamp last, as in MoS: when bptt + delta < 5 (tiny test settings) the cap wins, since
   // it is the one that protects memory.

@@ -1,35 +1,22 @@
 #include "tensor/philox.h"
 
+#include <cmath>
+
+#include "cuda/philox_rounds.h"
+
 namespace mg {
 
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, uint64_t key64) {
-  // Constants from the Random123 reference implementation.
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
-  uint32_t k0 = static_cast<uint32_t>(key64), k1 = static_cast<uint32_t>(key64 >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const uint64_t p0 = static_cast<uint64_t>(kMul0) * ctr[0];
-    const uint64_t p1 = static_cast<uint64_t>(kMul1) * ctr[2];
-    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    ctr = {hi1 ^ ctr[1] ^ k0, lo1, hi0 ^ ctr[3] ^ k1, lo0};
-    k0 += kWeyl0;
-    k1 += kWeyl1;
-  }
+  philox4x32_rounds(ctr.data(), key64);  // cuda/philox_rounds.h: the one definition of the rounds
   return ctr;
 }
-
-namespace {
-// 24 random bits -> exactly representable float in [0, 1).
-inline float to_uniform(uint32_t word) { return static_cast<float>(word >> 8) * (1.0f / 16777216.0f); }
-}  // namespace
 
 float philox_uniform(uint64_t seed, uint64_t index) {
   // Four numbers per block: block = index / 4, word = index % 4.
   const uint64_t block = index >> 2;
   const auto words = philox4x32(
       {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}, seed);
-  return to_uniform(words[index & 3]);
+  return philox_to_uniform(words[index & 3]);
 }
 
 namespace {
@@ -39,11 +26,9 @@ namespace {
 typedef uint64_t Lanes __attribute__((vector_size(64)));
 constexpr int kLanes = 8;
 
-// The same rounds as philox4x32, for blocks first_block .. first_block + 7 at once; words[w][l] is
-// word w of block first_block + l.
+// The same rounds as philox4x32_rounds, for blocks first_block .. first_block + 7 at once;
+// words[w][l] is word w of block first_block + l.
 void philox4x32_lanes(uint64_t first_block, uint64_t key64, uint32_t words[4][kLanes]) {
-  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
-  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
   Lanes c0, c1, c2 = {}, c3 = {};
   for (int l = 0; l < kLanes; ++l) {
     const uint64_t block = first_block + static_cast<uint64_t>(l);
@@ -51,14 +36,14 @@ void philox4x32_lanes(uint64_t first_block, uint64_t key64, uint32_t words[4][kL
   }
   const Lanes low32 = Lanes{} + 0xffffffffu;
   uint32_t k0 = static_cast<uint32_t>(key64), k1 = static_cast<uint32_t>(key64 >> 32);
-  for (int round = 0; round < 10; ++round) {
-    const Lanes p0 = c0 * uint64_t{kMul0}, p1 = c2 * uint64_t{kMul1};
+  for (int round = 0; round < kPhiloxRounds; ++round) {
+    const Lanes p0 = c0 * uint64_t{kPhiloxMul0}, p1 = c2 * uint64_t{kPhiloxMul1};
     c0 = (p1 >> 32) ^ c1 ^ uint64_t{k0};
     c2 = (p0 >> 32) ^ c3 ^ uint64_t{k1};
     c1 = p1 & low32;
     c3 = p0 & low32;
-    k0 += kWeyl0;
-    k1 += kWeyl1;
+    k0 += kPhiloxWeyl0;
+    k1 += kPhiloxWeyl1;
   }
   for (int l = 0; l < kLanes; ++l) {
     words[0][l] = static_cast<uint32_t>(c0[l]), words[1][l] = static_cast<uint32_t>(c1[l]);
@@ -67,6 +52,13 @@ void philox4x32_lanes(uint64_t first_block, uint64_t key64, uint32_t words[4][kL
 }
 
 }  // namespace
+
+double philox_normal(uint64_t seed, uint64_t index) {
+  // Box-Muller; 1 - u keeps the log argument in (0, 1].
+  const double u1 = 1.0 - philox_uniform(seed, index);
+  const double u2 = philox_uniform(seed, index + 1);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
+}
 
 void philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out) {
   if (n <= 0) return;
@@ -80,7 +72,7 @@ void philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out) {
     philox4x32_lanes(pos >> 2, seed, words);
     float* o = out + (pos - first);
     for (int l = 0; l < kLanes; ++l)
-      for (int w = 0; w < 4; ++w) o[l * 4 + w] = to_uniform(words[w][l]);
+      for (int w = 0; w < 4; ++w) o[l * 4 + w] = philox_to_uniform(words[w][l]);
   }
   // ...and the tail one at a time.
   for (; pos < end; ++pos) out[pos - first] = philox_uniform(seed, pos);

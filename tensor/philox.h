@@ -14,6 +14,10 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, uint64_t key
 // The uniform float in [0, 1) at position `index` of the stream `seed`.
 float philox_uniform(uint64_t seed, uint64_t index);
 
+// A standard normal number from the uniforms at positions index and index + 1 (Box-Muller), in
+// double: Tensor::normal and the variable BPTT length both draw theirs here.
+double philox_normal(uint64_t seed, uint64_t index);
+
 // out[i] = philox_uniform(seed, first + i) for i in [0, n), bit for bit, but eight Philox blocks at
 // a time in SIMD lanes (weight drop draws ~800k numbers per step; one at a time that was 6% of it).
 void philox_uniforms(uint64_t seed, uint64_t first, int64_t n, float* out);

@@ -108,10 +108,7 @@ Tensor Tensor::normal(const Shape& shape, float mean, float std, Generator& gen)
   float* out = t.data();
   parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      // Box-Muller; 1 - u keeps the log argument in (0, 1].
-      const double u1 = 1.0 - philox_uniform(gen.seed, first + 2 * static_cast<uint64_t>(i));
-      const double u2 = philox_uniform(gen.seed, first + 2 * static_cast<uint64_t>(i) + 1);
-      out[i] = mean + std * static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2));
+      out[i] = mean + std * static_cast<float>(philox_normal(gen.seed, first + 2 * static_cast<uint64_t>(i)));
     }
   });
   return t;

@@ -15,8 +15,4 @@ Tensor embedding_lookup(const Tensor& table, const std::vector<int64_t>& ids, in
   return reshape(index_select(table, ids), {T, B, table.size(1)});
 }
 
-Tensor Embedding::forward(const std::vector<int64_t>& ids, int64_t T, int64_t B) const {
-  return embedding_lookup(weight, ids, T, B);
-}
-
 }  // namespace mg

@@ -10,13 +10,11 @@ class Embedding : public Module {
  public:
   // AWD-LSTM's init: U(-0.1, 0.1).
   Embedding(int64_t num_embeddings, int64_t dim, Generator& gen, float init_range = 0.1f);
-  // ids: T*B token ids (row-major [T,B]) -> [T,B,E]
-  Tensor forward(const std::vector<int64_t>& ids, int64_t T, int64_t B) const;
-
   Tensor weight;  // [V,E]
 };
 
-// The lookup itself, for a table that may be a dropped-out copy of the weight: -> [T,B,E]
+// The lookup, on the weight or on a dropped-out copy of it (embedding_dropout; that is why the
+// model calls this rather than a forward of the module): ids are T*B token ids, row-major [T,B] -> [T,B,E]
 Tensor embedding_lookup(const Tensor& table /*[V,E]*/, const std::vector<int64_t>& ids, int64_t T, int64_t B);
 
 }  // namespace mg

@@ -43,6 +43,19 @@ Cache& cache() {
 
 }  // namespace
 
+namespace {
+// Returns every cached buffer to the system: what an allocation that fails does before it tries
+// once more.
+void return_cache_to_system() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  for (auto& [size, list] : c.free_lists)
+    for (float* p : list) std::free(p);
+  c.free_lists.clear();
+  c.stats.cached_bytes = 0;
+}
+}  // namespace
+
 float* allocate_floats(size_t n) {
   const size_t b = bucket_of(n);
   Cache& c = cache();
@@ -66,7 +79,7 @@ float* allocate_floats(size_t n) {
       std::lock_guard<std::mutex> lock(c.mutex);
       c.stats.live_bytes -= static_cast<int64_t>(b * sizeof(float));
     }
-    allocator_empty_cache();  // give the cache back and try once more before giving up
+    return_cache_to_system();  // give the cache back and try once more before giving up
     p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
     if (!p)
       throw std::runtime_error("out of memory: a tensor of " + std::to_string(b * sizeof(float) / 1048576.0) +
@@ -106,13 +119,5 @@ AllocatorStats allocator_stats() {
   return c.stats;
 }
 
-void allocator_empty_cache() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& [size, list] : c.free_lists)
-    for (float* p : list) std::free(p);
-  c.free_lists.clear();
-  c.stats.cached_bytes = 0;
-}
 
 }  // namespace mg

@@ -22,7 +22,5 @@ struct AllocatorStats {
   int64_t hits = 0, misses = 0;
 };
 AllocatorStats allocator_stats();
-// Returns every cached buffer to the system (e.g. between a training run and a test evaluation).
-void allocator_empty_cache();
 
 }  // namespace mg

@@ -1,0 +1,41 @@
+// The state of a training run that a checkpoint holds, beyond the weights: position, counters,
+// validation history, optimizer kind and state, both random streams and the carried hidden state.
+// save_state and restore_state mirror each other, so --resume continues bit for bit.
+#pragma once
+
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "lm/corpus.h"
+#include "lm/optim.h"
+#include "lm/train_config.h"
+#include "nn/rnn_model.h"
+
+namespace mg {
+
+// Everything that changes while training, so a resumed run continues exactly where it stopped.
+struct TrainState {
+  int64_t epoch = 1, batch_pos = 0, step = 0, tokens = 0;
+  double elapsed_s = 0, epoch_loss_sum = 0;
+  int64_t epoch_loss_count = 0;
+  double best_val = std::numeric_limits<double>::infinity();
+  std::vector<double> val_history;  // NT-ASGD looks back `nonmono` epochs
+  OptimizerKind optimizer = OptimizerKind::SGD;
+};
+
+// Writes the whole state to `path` (atomically): parameters "model.*", optimizer state "optim.*",
+// hidden state "hidden.<l>.h/c", the config (TrainConfig::to_map), counters, RNG states, vocabulary.
+void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model, const Optimizer& opt,
+                const TrainState& st, const Hidden& hidden, const Generator& bptt_gen, const Vocab& vocab);
+
+// The mirror of save_state. Refuses a checkpoint of another vocabulary, and flags that define the
+// run (model, --optimizer, --batch_size, --max_train_tokens) that differ from the checkpoint's.
+void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus, RNNModel& model,
+                   std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden, Generator& bptt_gen);
+
+// Doubles as text with 17 digits (exact round trip), space-separated.
+std::string join_doubles(const std::vector<double>& v);
+
+}  // namespace mg

@@ -44,19 +44,34 @@ ModelConfig ModelConfig::from_map(const std::map<std::string, std::string>& m) {
     if (it == m.end()) throw std::invalid_argument(std::string("model config: missing key '") + key + "'");
     return it->second;
   };
-  c.ntoken = std::stoll(get("ntoken"));
-  c.emsize = std::stoll(get("emsize"));
-  c.nhid = std::stoll(get("nhid"));
-  c.nhidlast = std::stoll(get("nhidlast"));
-  c.nlayers = std::stoll(get("nlayers"));
-  c.n_experts = std::stoll(get("n_experts"));
-  c.dropout = std::stof(get("dropout"));
-  c.dropouth = std::stof(get("dropouth"));
-  c.dropouti = std::stof(get("dropouti"));
-  c.dropoute = std::stof(get("dropoute"));
-  c.dropoutl = std::stof(get("dropoutl"));
-  c.wdrop = std::stof(get("wdrop"));
-  c.tied = get("tied") == "1";
+  // Strict: the whole value must be the number ("10xyz" is an error, not 10), named by its key.
+  auto parse = [&](const char* key, const char* what, auto convert) {
+    const std::string& v = get(key);
+    size_t used = 0;
+    decltype(convert(v, &used)) x{};
+    try {
+      x = convert(v, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != v.size())
+      throw std::invalid_argument(std::string("model config: ") + key + " = '" + v + "' is not " + what);
+    return x;
+  };
+  const auto to_int = [](const std::string& v, size_t* used) { return static_cast<int64_t>(std::stoll(v, used)); };
+  const auto to_float = [](const std::string& v, size_t* used) { return std::stof(v, used); };
+  for (auto [key, field] : {std::pair<const char*, int64_t*>{"ntoken", &c.ntoken}, {"emsize", &c.emsize},
+                            {"nhid", &c.nhid}, {"nhidlast", &c.nhidlast}, {"nlayers", &c.nlayers},
+                            {"n_experts", &c.n_experts}})
+    *field = parse(key, "an integer", to_int);
+  for (auto [key, field] : {std::pair<const char*, float*>{"dropout", &c.dropout}, {"dropouth", &c.dropouth},
+                            {"dropouti", &c.dropouti}, {"dropoute", &c.dropoute}, {"dropoutl", &c.dropoutl},
+                            {"wdrop", &c.wdrop}})
+    *field = parse(key, "a number", to_float);
+  const std::string& tied_text = get("tied");
+  if (tied_text != "0" && tied_text != "1")
+    throw std::invalid_argument("model config: tied = '" + tied_text + "' is not 0 or 1");
+  c.tied = tied_text == "1";
   c.head = parse_head_kind(get("head"));
   return c;
 }

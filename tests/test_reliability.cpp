@@ -65,6 +65,10 @@ TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
   EXPECT_HAS(e, "model.dropout = 1.500000 is outside [0, 1)");
   e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.emsize"] = "9223372036854775807"; }));
   EXPECT_HAS(e, "model.emsize = 9223372036854775807 is outside [1, 1048576]");
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.emsize"] = "4xyz"; }));
+  EXPECT_HAS(e, "model config: emsize = '4xyz' is not an integer");  // not read as 4
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.tied"] = "yes"; }));
+  EXPECT_HAS(e, "model config: tied = 'yes' is not 0 or 1");
   e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["vocab"] = "<eos>\na\nb\n"; }));
   EXPECT_HAS(e, "the stored vocabulary has 3 words but the model has ntoken = 5");
   // A config far larger than the weights stored: refused before a model of that size is allocated

@@ -33,6 +33,10 @@ else ifeq ($(MODE),asan)
 else
   $(error MODE must be release, debug or asan)
 endif
+# gdb's printing helpers (mg_print in tensor/print.cpp, mg_print_graph in autograd/engine.cpp) are
+# called by nothing in the programs: -u keeps them in every program linked from the static library,
+# so `call mg_print(&t)` works in a gdb session of mosgrad as well as of the tests.
+LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 
 LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp)
 TEST_SRCS := $(wildcard tests/*.cpp)

@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <iostream>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -190,3 +191,5 @@ std::string graph_dot(const Tensor& root) {
 }
 
 }  // namespace mg
+
+extern "C" void mg_print_graph(const mg::Tensor* root) { std::cerr << mg::graph_text(*root) << std::flush; }

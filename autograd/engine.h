@@ -22,3 +22,7 @@ std::string graph_text(const Tensor& root);
 std::string graph_dot(const Tensor& root);
 
 }  // namespace mg
+
+// For gdb: `call mg_print_graph(&t)` prints graph_text(t) to stderr, one node per line (`p
+// mg::graph_text(t)` shows the same text as one escaped string).
+extern "C" void mg_print_graph(const mg::Tensor* root);

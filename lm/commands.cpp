@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "lm/train_config.h"
+
 namespace mg {
 
 std::string ModelCommandOptions::model_path() const {
@@ -28,6 +30,9 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
   const Flag data = text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data);
   const Flag split = choice_flag("split", in, "which part of the corpus to score (default test)", o.split,
                                  {"valid", "test", "train"});
+  // generate scores no targets, so only the LSTM and the GEMM choose a path there.
+  const FlagTable paths = reference_path_flags(o.fused_lstm, o.fused_head, o.gemm);
+  const FlagTable generate_paths = {paths[0], paths[2]};
   FlagTable t;
   if (command == "eval") {
     t = model_rows;
@@ -35,6 +40,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                        int_flag("batch_size", run, "columns (default 1 for test, 10 for valid, as the papers)",
                                 o.batch_size, 0, kMaxSize),
                        int_flag("bptt", run, "segment length (default 70)", o.bptt, 1, kMaxSize)});
+    t.insert(t.end(), paths.begin(), paths.end());
   } else if (command == "dyneval") {
     DynevalConfig& d = o.dyneval;
     t = model_rows;
@@ -48,6 +54,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                        int_flag("max_stat_batches", dyn, "gradient statistics on at most N training segments (-1: all)",
                                 d.max_stat_batches, -1, kMaxCount),
                        bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
+    t.insert(t.end(), paths.begin(), paths.end());
   } else if (command == "generate") {
     GenerateConfig& g = o.generate;
     t = model_rows;
@@ -60,6 +67,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                               g.seed = static_cast<uint64_t>(n);
                             }},
                        text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)", g.prompt, true)});
+    t.insert(t.end(), generate_paths.begin(), generate_paths.end());
   } else if (command == "export") {
     t = model_rows;
     o.out = "model.safetensors";

@@ -180,6 +180,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
   const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, state_path, corpus, train_data, val_data);
+  const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));  // --gemm, for this run only
   std::filesystem::create_directories(cfg.save);
 
   // ---- model and optimizer ----
@@ -352,7 +353,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // ---- test: the best model, batch size 1 (the papers' convention) ----
   if (cfg.test_at_end && std::filesystem::exists(best_path)) {
     LoadedModel best = load_model(best_path);
-    best.model->config.fused_lstm = cfg.model.fused_lstm;
+    best.model->config.fused_lstm = cfg.model.fused_lstm, best.model->config.fused_head = cfg.model.fused_head;
     best.model->to(cfg.device);
     const EvalResult test = evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
     result.test_loss = test.loss;

@@ -70,6 +70,7 @@ TrainConfig train_config(int argc, char** argv, const std::string& command, bool
   const FlagTable table = cfg.flag_table();
   if (a.help) return cfg;
   for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
+  gemm_path_for(cfg.gemm, cfg.device);  // --gemm reference with --device cuda: refused before the corpus is read
   cfg.data = resolve_data_dir(cfg.data);
   return cfg;
 }

@@ -1,7 +1,8 @@
 # mosgrad build. Plain GNU make, no configure step.
 #
 #   make            optimized library + the `mosgrad` command (build/release/)
-#   make test       check the layers, then build and run the GoogleTest suite (optimized, OpenMP)
+#   make test       check the layers, then build and run the GoogleTest suite (optimized, OpenMP;
+#                   it builds build/debug/ too, for the gdb walkthrough test)
 #   make check-layers  fail if a folder includes a higher one (tools/check_layers.sh)
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
@@ -39,6 +40,10 @@ else ifeq ($(MODE),asan)
 else
   $(error MODE must be release, debug, asan or fuzz)
 endif
+# gdb's printing helpers (mg_print in tensor/print.cpp, mg_print_graph in autograd/engine.cpp) are
+# called by nothing in the programs: -u keeps them in every program linked from the static library,
+# so `call mg_print(&t)` works in a gdb session of mosgrad as well as of the tests.
+LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 
 LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp)
 TEST_SRCS := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp
@@ -99,8 +104,11 @@ bench:
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 RELEASE := build/release$(if $(filter 1,$(CUDA)),-cuda)
+# The debug programs too: tests/test_gdb_walkthrough.cpp runs the README's gdb sessions on them
+# (CPU-only, whatever CUDA says: the walkthrough steps through CPU code).
 test: check-layers
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug CUDA= build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)
 	./$(RELEASE)/run_tests $(GTEST_FLAGS)
 
 # The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).

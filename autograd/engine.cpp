@@ -1,5 +1,6 @@
 #include "autograd/engine.h"
 
+#include <iostream>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -70,6 +71,10 @@ void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad, bool may_adopt
 
 }  // namespace
 
+std::vector<Tensor> backward_of(Node& node, const Tensor& grad) {
+  return node.backward.call_(node.backward.fn_, grad);
+}
+
 void run_backward(const Tensor& root, const Tensor& grad_output) {
   if (!root.requires_grad())
     throw std::logic_error(
@@ -92,7 +97,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     if (!node.backward)
       throw std::logic_error("backward: the graph through '" + node.op +
                              "' was already freed by an earlier backward(); run the forward again");
-    const std::vector<Tensor> input_grads = node.backward(grad);
+    const std::vector<Tensor> input_grads = backward_of(node, grad);
     if (input_grads.size() != node.inputs.size())
       throw std::logic_error(node.op + " backward returned " + std::to_string(input_grads.size()) +
                              " gradients for " + std::to_string(node.inputs.size()) + " inputs");
@@ -186,3 +191,5 @@ std::string graph_dot(const Tensor& root) {
 }
 
 }  // namespace mg
+
+extern "C" void mg_print_graph(const mg::Tensor* root) { std::cerr << mg::graph_text(*root) << std::flush; }

@@ -11,9 +11,18 @@ namespace mg {
 // graph (each node's inputs and backward function are released). Called by Tensor::backward.
 void run_backward(const Tensor& root, const Tensor& grad_output);
 
+// Runs one node's backward for run_backward; a function of its own so that gdb can stop at every
+// op's backward by name: `break mg::backward_of` (node.op is the op, grad the gradient flowing in,
+// `condition N node.id == 3` picks one node), and two `step`s enter the op's lambda.
+std::vector<Tensor> backward_of(Node& node, const Tensor& grad);
+
 // The graph below `root`, one node per line, indented by depth (inputs listed under their user).
 std::string graph_text(const Tensor& root);
 // The same graph in Graphviz DOT: `dot -Tsvg graph.dot > graph.svg`.
 std::string graph_dot(const Tensor& root);
 
 }  // namespace mg
+
+// For gdb: `call mg_print_graph(&t)` prints graph_text(t) to stderr, one node per line (`p
+// mg::graph_text(t)` shows the same text as one escaped string).
+extern "C" void mg_print_graph(const mg::Tensor* root);

@@ -5,18 +5,73 @@
 // d(loss)/d(input) for each input. Ops live in autograd/ops_*.cpp, each forward next to its backward.
 #pragma once
 
-#include <functional>
+#include <cstddef>
 #include <memory>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace mg {
 
-// grad_output has the op's output shape; returns one gradient per input, in the order of `inputs`,
-// each with that input's shape (an undefined Tensor means "no gradient for this input").
-using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+// An op's backward: grad_output has the op's output shape; returns one gradient per input, in the
+// order of `inputs`, each with that input's shape (an undefined Tensor means "no gradient for this
+// input").
+//
+// It holds the op's lambda as std::function would, but the engine calls it through one plain
+// function, call<F> (backward_of in autograd/engine.cpp). Through std::function, gdb's `step` from
+// the engine into the lambda took some twenty steps across library internals; here it takes two:
+// the first stops in call<F>, whose template argument names the op
+// (call<mg::mul(const Tensor&, const Tensor&)::<lambda(const mg::Tensor&)> >), the second in the
+// op's lambda. (A call operator would add a third: gdb stops in inlined wrappers too.)
+class BackwardFn {
+ public:
+  BackwardFn() = default;
+  BackwardFn(std::nullptr_t) {}
+  template <typename F, typename Fn = std::decay_t<F>,
+            typename = std::enable_if_t<!std::is_same_v<Fn, BackwardFn> && !std::is_same_v<Fn, std::nullptr_t>>>
+  BackwardFn(F&& fn) : fn_(new Fn(std::forward<F>(fn))), call_(&call<Fn>), destroy_(&destroy<Fn>) {}
+  BackwardFn(BackwardFn&& other) noexcept { swap(other); }
+  BackwardFn& operator=(BackwardFn&& other) noexcept {
+    BackwardFn(std::move(other)).swap(*this);
+    return *this;
+  }
+  // The captures are destroyed after this handle is already empty: destroying them may release
+  // tensors and nodes, which must not see a half-reset function.
+  BackwardFn& operator=(std::nullptr_t) {
+    BackwardFn().swap(*this);
+    return *this;
+  }
+  BackwardFn(const BackwardFn&) = delete;
+  BackwardFn& operator=(const BackwardFn&) = delete;
+  ~BackwardFn() {
+    if (destroy_) destroy_(fn_);
+  }
+
+  explicit operator bool() const { return call_ != nullptr; }
+
+ private:
+  friend std::vector<Tensor> backward_of(Node& node, const Tensor& grad);  // the one caller
+  template <typename F>
+  static std::vector<Tensor> call(void* fn, const Tensor& grad_output) {
+    return (*static_cast<F*>(fn))(grad_output);  // gdb: `step` once more to enter the op's backward
+  }
+  template <typename F>
+  static void destroy(void* fn) {
+    delete static_cast<F*>(fn);
+  }
+  void swap(BackwardFn& other) noexcept {
+    std::swap(fn_, other.fn_);
+    std::swap(call_, other.call_);
+    std::swap(destroy_, other.destroy_);
+  }
+
+  void* fn_ = nullptr;  // the op's lambda, of the type call_ and destroy_ were made for
+  std::vector<Tensor> (*call_)(void*, const Tensor&) = nullptr;
+  void (*destroy_)(void*) = nullptr;
+};
 
 struct Node {
   std::string op;             // "matmul", "log_softmax", ... — shown in graph dumps and errors

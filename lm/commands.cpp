@@ -3,6 +3,8 @@
 #include <stdexcept>
 
 #include "lm/corpus.h"
+#include "lm/train_config.h"
+#include "tensor/gemm.h"
 
 namespace mg {
 
@@ -30,6 +32,9 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
   const Flag data = text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data);
   const Flag split = choice_flag("split", in, "which part of the corpus to score (default test)", o.split,
                                  {"valid", "test", "train"});
+  // generate scores no targets, so only the LSTM and the GEMM choose a path there.
+  const FlagTable paths = reference_path_flags(o.fused_lstm, o.fused_head, o.gemm);
+  const FlagTable generate_paths = {paths[0], paths[2]};
   FlagTable t;
   if (command == "eval") {
     t = model_rows;
@@ -37,6 +42,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                        int_flag("batch_size", run, "columns (default 1 for test, 10 for valid, as the papers)",
                                 o.batch_size, 0, kMaxSize),
                        int_flag("bptt", run, "segment length (default 70)", o.bptt, 1, kMaxSize)});
+    t.insert(t.end(), paths.begin(), paths.end());
   } else if (command == "dyneval") {
     DynevalConfig& d = o.dyneval;
     t = model_rows;
@@ -50,6 +56,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                        int_flag("max_stat_batches", dyn, "gradient statistics on at most N training segments (-1: all)",
                                 d.max_stat_batches, -1, kMaxCount),
                        bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
+    t.insert(t.end(), paths.begin(), paths.end());
   } else if (command == "generate") {
     GenerateConfig& g = o.generate;
     t = model_rows;
@@ -62,6 +69,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                               g.seed = static_cast<uint64_t>(n);
                             }},
                        text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)", g.prompt, true)});
+    t.insert(t.end(), generate_paths.begin(), generate_paths.end());
   } else if (command == "export") {
     t = model_rows;
     o.out = "model.safetensors";
@@ -94,6 +102,7 @@ TrainConfig parse_train_command(const std::string& command, int argc, char** arg
   const FlagTable table = cfg.flag_table();
   if (a.help) return cfg;
   for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
+  gemm_path_for(cfg.gemm, cfg.device);  // --gemm reference with --device cuda: refused before the corpus is read
   cfg.data = resolve_data_dir(cfg.data);
   return cfg;
 }

@@ -186,7 +186,7 @@ double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data
 double test_best_model(const TrainConfig& cfg, const Corpus& corpus, const std::string& best_path,
                        const std::function<void(const std::string&)>& say) {
   LoadedModel best = load_model(best_path);
-  best.model->config.fused_lstm = cfg.model.fused_lstm;
+  best.model->config.fused_lstm = cfg.model.fused_lstm, best.model->config.fused_head = cfg.model.fused_head;
   best.model->to(cfg.device);
   const EvalResult test = evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
   say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) + " (" +
@@ -220,6 +220,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
   const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
+  const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));  // --gemm, for this run only
   std::filesystem::create_directories(cfg.save);
   const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") + " --save " + cfg.save);
 

@@ -25,7 +25,29 @@ std::map<std::string, std::string> TrainConfig::to_map() const {
   m["nonmono"] = num(nonmono), m["max_seq_len_delta"] = num(max_seq_len_delta);
   m["variable_bptt"] = variable_bptt ? "1" : "0";
   m["max_train_tokens"] = num(max_train_tokens), m["max_eval_tokens"] = num(max_eval_tokens);
+  // Which paths computed the run (a record only: a run may resume on others, which agree to rounding).
+  m["fused_lstm"] = model.fused_lstm ? "1" : "0", m["fused_head"] = model.fused_head ? "1" : "0", m["gemm"] = gemm;
   return m;
+}
+
+GemmPath gemm_path_for(const std::string& gemm, Device device) {
+  if (gemm != "fast" && gemm != "reference")
+    throw std::invalid_argument("--gemm expects one of fast|reference, got '" + gemm + "'");
+  if (gemm == "fast") return GemmPath::kFast;
+  if (device == Device::CUDA)
+    throw std::invalid_argument("--gemm reference runs on the CPU only: with --device cuda every GEMM is cuBLAS's "
+                                "(use --device cpu to run or step through the reference GEMM)");
+  return GemmPath::kReference;
+}
+
+FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm) {
+  const std::string section = "reference paths (same numbers to rounding, slower, easier to read and step through)";
+  return {
+      bool_flag("fused_lstm", section, "the fused LSTM (default) or the step-by-step reference built from ops", fused_lstm),
+      bool_flag("fused_head", section, "the fused head loss (default) or the plain nll_loss(log_prob(h))", fused_head),
+      choice_flag("gemm", section, "the packed GEMM (fast, default) or the textbook triple loop (reference, CPU only)",
+                  gemm, {"fast", "reference"}),
+  };
 }
 
 // Sizes are capped so that no product of them (4H x H weights, T x B rows, V x E tables) can
@@ -39,7 +61,7 @@ FlagTable TrainConfig::flag_table() {
                    const std::string& help, std::function<void(const std::string&)> set) {
     return Flag{name, value, help, section, std::move(set)};
   };
-  return {
+  FlagTable table = {
       custom("preset", "NAME", run, "start from a preset (default small-mos; see `mosgrad presets`)",
              [this](const std::string& v) {
                const auto names = preset_names();
@@ -79,7 +101,6 @@ FlagTable TrainConfig::flag_table() {
       float_flag("dropoute", model_s, "embedding dropout (whole word types)", model.dropoute, 0, 1, true),
       float_flag("dropoutl", model_s, "locked dropout on the MoS latent", model.dropoutl, 0, 1, true),
       float_flag("wdrop", model_s, "DropConnect on the recurrent weights", model.wdrop, 0, 1, true),
-      bool_flag("fused_lstm", model_s, "the fused LSTM (default) or the step-by-step reference built from ops", model.fused_lstm),
       float_flag("lr", opt, "learning rate (scaled by seq_len / bptt)", lr, 1e-12, 1e6),
       float_flag("clip", opt, "gradient-norm clip (0: none)", clip, 0, 1e9),
       float_flag("alpha", opt, "AR: weight of mean(dropped last-layer output^2)", alpha, 0, 1e9),
@@ -96,6 +117,9 @@ FlagTable TrainConfig::flag_table() {
              [this](const std::string& v) { int64_t n = 0; int_flag("seed", "", "", n, 0, INT64_MAX).set(v); seed = static_cast<uint64_t>(n); }),
       choice_flag("optimizer", opt, "sgd (NT-ASGD switches it to asgd) or adam", optimizer, {"sgd", "adam"}),
   };
+  const FlagTable paths = reference_path_flags(model.fused_lstm, model.fused_head, gemm);
+  table.insert(table.end(), paths.begin(), paths.end());
+  return table;
 }
 
 void TrainConfig::set(const std::string& name, const std::string& value) {

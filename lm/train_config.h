@@ -8,6 +8,7 @@
 
 #include "lm/flags.h"
 #include "nn/rnn_model.h"
+#include "tensor/gemm.h"
 
 namespace mg {
 
@@ -32,6 +33,7 @@ struct TrainConfig {
   bool resume = false;               // continue from <save>/checkpoint.ckpt
   bool test_at_end = true;           // evaluate the best model on test (batch size 1) at the end
   bool variable_bptt = true;         // AWD-LSTM's random segment lengths (false: always bptt)
+  std::string gemm = "fast";         // --gemm fast|reference (model.fused_lstm and model.fused_head are the other two paths)
 
   std::map<std::string, std::string> to_map() const;  // for checkpoints; includes model.* keys
   // Applies "--name value" flags (names as in the reference scripts, '-' or '_' alike); throws
@@ -40,6 +42,13 @@ struct TrainConfig {
   // Every flag of train/finetune, bound to this config's fields: parsing, checking and --help.
   FlagTable flag_table();
 };
+
+// The GEMM that --gemm names: "fast" or "reference" (tensor/gemm.h). The reference one is the
+// CPU's; on --device cuda every GEMM is cuBLAS's, so "reference" there is refused, not ignored.
+GemmPath gemm_path_for(const std::string& gemm, Device device);
+// The rows of the three run-time switches between the fast paths and the readable references
+// (--fused-lstm, --fused-head, --gemm), shared by train, finetune, eval and dyneval.
+FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm);
 
 // The named configurations of the trainer issue: tiny, small-softmax, small-mos, small-sigsoftmax,
 // small-mosig, mos-paper. Throws listing the names for an unknown one.

@@ -132,7 +132,8 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
     out.dropped_outputs.push_back(x);
   }
   const Tensor h = reshape(x, {T * B, x.size(2)});  // [N,H_last]
-  if (targets) out.loss = head->nll(h, B, *targets, dropout_gen);
+  if (targets && config.fused_head) out.loss = head->nll(h, B, *targets, dropout_gen);
+  else if (targets) out.loss = nll_loss(head->log_prob(h, B, dropout_gen), *targets);  // the reference path
   else out.log_prob = head->log_prob(h, B, dropout_gen);
   return out;
 }

@@ -9,6 +9,7 @@
 #include "tensor/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <new>
 
@@ -343,8 +344,17 @@ bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, in
   return true;
 }
 
+namespace {
+std::atomic<GemmPath> g_gemm_path{GemmPath::kFast};  // atomic: GEMMs read it from every thread
+}  // namespace
+
+GemmPath set_gemm_path(GemmPath path) { return g_gemm_path.exchange(path); }
+GemmPath gemm_path() { return g_gemm_path.load(std::memory_order_relaxed); }
+
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  if (gemm_path() == GemmPath::kReference)
+    return gemm_reference(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
   gemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

@@ -117,7 +117,8 @@ class Tensor {
   const std::string& name() const { return impl().name; }
   Tensor& set_name(const std::string& name);
 
-  // ---- printing (numpy style; callable from gdb: `call t.debug_string()` or mg_print(&t)) ----
+  // ---- printing (numpy style). From gdb: `call mg_print(&t)`, or `p t.debug_string(6)`: gdb does
+  // not fill in default arguments, so `p t.debug_string()` fails ----
   std::string debug_string(int max_per_dim = 6) const;
 
   TensorImpl& impl() const;

@@ -325,4 +325,27 @@ TEST(Gemm, ForcedKernelsAgree) {
     }
 }
 
+TEST(Gemm, ThePathSwitchRunsTheReferenceAndRestoresTheFastOne) {
+  // `--gemm reference` must really run the triple loop: with the switch set, mg::gemm gives its bits,
+  // which differ from the fast path's here (float against double accumulation over K = 300).
+  Case c;
+  c.tb = true, c.M = 37, c.N = 41, c.K = 300, c.alpha = 1.0f, c.beta = 0.0f;
+  const Problem r(c, 900);
+  std::vector<float> want = r.C0, fast = r.C0, switched = r.C0;
+  mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta,
+                     want.data(), r.ldc);
+  ASSERT_EQ(mg::gemm_path(), mg::GemmPath::kFast) << "the fast GEMM must be the default";
+  mg::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta, fast.data(), r.ldc);
+  {
+    const mg::GemmPathScope reference(mg::GemmPath::kReference);
+    mg::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta,
+             switched.data(), r.ldc);
+  }
+  EXPECT_EQ(mg::gemm_path(), mg::GemmPath::kFast) << "the scope must restore the previous path";
+  EXPECT_EQ(0, std::memcmp(switched.data(), want.data(), want.size() * sizeof(float)))
+      << "with the reference path set, mg::gemm did not give gemm_reference's bits";
+  EXPECT_NE(0, std::memcmp(fast.data(), want.data(), want.size() * sizeof(float)))
+      << "the fast and reference GEMMs agree bit for bit here, so this test cannot tell them apart";
+}
+
 }  // namespace

@@ -10,6 +10,7 @@
 #include "nn/linear.h"
 #include "nn/lstm.h"
 #include "nn/rnn_model.h"
+#include "tensor/gemm.h"
 #include "tests/test_util.h"
 
 using namespace mg;
@@ -128,10 +129,22 @@ TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
       {"softmax", HeadKind::Softmax}, {"softmax_untied", HeadKind::Softmax}, {"mos", HeadKind::MoS},
       {"mos_l3", HeadKind::MoS},      {"mos_scaled", HeadKind::MoS},         {"sigsoftmax", HeadKind::Sigsoftmax},
       {"mosig", HeadKind::MoSig},     {"moc", HeadKind::MoC}};
+  // The fast paths, then each reference path a run can switch to (--fused-lstm false, --fused-head
+  // false, --gemm reference): every one must match PyTorch within the same tolerance.
+  struct Paths {
+    const char* name;
+    bool fused_lstm, fused_head;
+    GemmPath gemm;
+  };
+  const Paths all_paths[] = {{"fast paths", true, true, GemmPath::kFast},
+                             {"step-by-step LSTM", false, true, GemmPath::kFast},
+                             {"plain head loss", true, false, GemmPath::kFast},
+                             {"reference GEMM", true, true, GemmPath::kReference}};
   for (const auto& [config, kind] : configs)
-    for (bool fused : {true, false}) {
+    for (const Paths& paths : all_paths) {
       const std::string p = "model_" + config + ".";
-      SCOPED_TRACE(p + (fused ? " fused LSTM" : " step-by-step LSTM"));
+      SCOPED_TRACE(p + " " + paths.name);
+      const GemmPathScope gemm(paths.gemm);
       ModelConfig mc;
       mc.ntoken = static_cast<int64_t>(fx().get(p + "cfg.ntoken").item());
       mc.emsize = static_cast<int64_t>(fx().get(p + "cfg.ninp").item());
@@ -140,7 +153,7 @@ TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
       mc.nlayers = static_cast<int64_t>(fx().get(p + "cfg.nlayers").item());
       mc.n_experts = std::max<int64_t>(1, static_cast<int64_t>(fx().get(p + "cfg.n_experts").item()));
       mc.tied = fx().get(p + "cfg.tied").item() != 0;
-      mc.head = kind, mc.fused_lstm = fused;
+      mc.head = kind, mc.fused_lstm = paths.fused_lstm, mc.fused_head = paths.fused_head;
       RNNModel model(mc, 1);
       model.eval();
       for (auto& [name, t] : model.named_parameters()) set_values(t, fx().get(p + "param." + name));

@@ -92,11 +92,14 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
   throw std::invalid_argument("--split must be valid, test or train, got '" + split + "'");
 }
 
-// The model a command runs, loaded and moved to --device (a missing GPU is an error before loading).
+// The model a command runs, loaded and moved to --device (a missing GPU is an error before loading),
+// computing through the paths --fused-lstm, --fused-head and --gemm chose.
 LoadedModel load_for(const ModelCommandOptions& o) {
   const Device device = parse_device(o.device);
+  set_gemm_path(gemm_path_for(o.gemm, device));
   if (device == Device::CUDA) require_cuda();
   LoadedModel lm = load_model(o.model_path());
+  lm.model->config.fused_lstm = o.fused_lstm, lm.model->config.fused_head = o.fused_head;
   lm.model->to(device);
   return lm;
 }

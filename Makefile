@@ -6,6 +6,7 @@
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
+#   make mutate     mutation testing: which planted bugs does the suite catch? (tools/mutate.sh)
 #   make clean
 #
 # Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend,
@@ -61,7 +62,7 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-.PHONY: all test check-layers debug asan bench clean data run
+.PHONY: all test check-layers debug asan bench clean data run mutate
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(BUILD)/%.o: %.cpp
@@ -100,6 +101,12 @@ test: check-layers
 # The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
 check-layers:
 	@bash tools/check_layers.sh
+
+# Mutation testing (not part of `make test`): each bug listed in tools/mutations.txt is planted in a
+# private copy of the sources (build/mutate/), and the tests it names must fail. Prints a table and
+# the kill rate. ARGS passes options or mutation ids, e.g. make mutate ARGS="wdrop.unused --full".
+mutate:
+	@bash tools/mutate.sh $(ARGS)
 
 debug:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)

@@ -178,7 +178,8 @@ build >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "the unmutated sou
 # Runs the tests of filter $1; sets out (the log) and rc.
 run_tests() {
   out=$WORK/test.log
-  (cd "$SRC" && timeout "$TEST_TIMEOUT" "$OBJ/run_tests" --gtest_filter="$1" --gtest_color=no) >"$out" 2>&1
+  # The outer redirection keeps bash's own "Aborted" line for a crashing mutant out of the table.
+  { (cd "$SRC" && timeout "$TEST_TIMEOUT" "$OBJ/run_tests" --gtest_filter="$1" --gtest_color=no) >"$out" 2>&1; } 2>/dev/null
   rc=$?
 }
 tests_ran() { sed -nE 's/^\[==========\] ([0-9]+) tests? from .* ran\..*/\1/p' "$out"; }
@@ -267,7 +268,7 @@ unexpected=()
 started=$(date +%s)
 {
   printf 'mutate: %d mutations, tests %s\n\n' "${#run[@]}" "$( ((full)) && echo "of the whole fast suite" || echo "named per mutation")"
-  printf '%-4s %-26s %-34s %s\n' '#' mutation file:line 'killed by'
+  printf '%-4s %-28s %-34s %s\n' '#' mutation file:line 'killed by'
 } | tee "$report"
 for n in "${!run[@]}"; do
   i=${run[n]}
@@ -292,7 +293,7 @@ for n in "${!run[@]}"; do
     fi
   fi
   restore
-  printf '%-4s %-26s %-34s %s\n' "$((n + 1))" "${id[i]}" "${where[i]}" "$result" | tee -a "$report"
+  printf '%-4s %-28s %-34s %s\n' "$((n + 1))" "${id[i]}" "${where[i]}" "$result" | tee -a "$report"
 done
 elapsed=$(($(date +%s) - started))
 

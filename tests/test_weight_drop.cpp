@@ -8,6 +8,8 @@
 // untouched, the identity in eval mode, and d loss/d raw = mask * d loss/d dropped.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "autograd/ops.h"
 #include "nn/dropout.h"
 #include "nn/rnn_model.h"

@@ -8,6 +8,7 @@
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
 #   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
+#   make mutate     mutation testing: which planted bugs does the suite catch? (tools/mutate.sh)
 #   make clean
 #
 # Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend,
@@ -72,7 +73,7 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-.PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds
+.PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(BUILD)/%.o: %.cpp
@@ -114,6 +115,12 @@ test: check-layers
 # The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
 check-layers:
 	@bash tools/check_layers.sh
+
+# Mutation testing (not part of `make test`): each bug listed in tools/mutations.txt is planted in a
+# private copy of the sources (build/mutate/), and the tests it names must fail. Prints a table and
+# the kill rate. ARGS passes options or mutation ids, e.g. make mutate ARGS="wdrop.unused --full".
+mutate:
+	@bash tools/mutate.sh $(ARGS)
 
 debug:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)

@@ -4,7 +4,6 @@
 
 #include "lm/corpus.h"
 #include "lm/train_config.h"
-#include "tensor/gemm.h"
 
 namespace mg {
 

@@ -103,3 +103,33 @@ TEST(Heads, TiedDecoderSharesTheEncoderWeight) {
   EXPECT_THROW(SoftmaxHead(HeadKind::Softmax, 11, 5, encoder, gen), ShapeError);  // H=5 != E=4
   EXPECT_THROW(parse_head_kind("mixture"), std::invalid_argument);
 }
+
+TEST(Heads, MosLatentDropoutIsLockedOverTime) {
+  // dropoutl is locked dropout on the latent [T,B,K*E] (rows n = t*B + b): each (b, unit) is kept
+  // or dropped, scaled by 1/(1-p), for every t alike. T != B, so reading the rows as [B,T] shows.
+  const int64_t T = 4, B = 3, K = 3, E = 4;
+  const float p = 0.5f;
+  Generator gen(10);
+  MixtureHead mos(HeadKind::MoS, 11, 5, E, K, p, Tensor(), gen);
+  const Tensor h = Tensor::uniform({T * B, 5}, -1, 1, gen);
+  mos.eval();
+  const std::vector<float> plain = mos.contexts(h, B, gen).to_vector();  // [N*K,E] = [T,B,K*E]
+  mos.train();
+  const std::vector<float> dropped = mos.contexts(h, B, gen).to_vector();
+  const int64_t row = K * E;  // one (t, b): K experts of E units
+  int64_t kept = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < row; ++j) {
+      const int64_t first = b * row + j;  // t = 0
+      ASSERT_NE(plain[first], 0.0f);
+      const float mask = dropped[first] / plain[first];
+      EXPECT_TRUE(mask == 0.0f || std::fabs(mask - 1.0f / (1.0f - p)) < 1e-5f) << mask;
+      kept += mask != 0.0f;
+      for (int64_t t = 1; t < T; ++t) {
+        const int64_t at = (t * B + b) * row + j;
+        ASSERT_EQ(dropped[at] == 0.0f, mask == 0.0f) << "the mask of b=" << b << " unit " << j << " changes at t=" << t;
+      }
+    }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, B * row);
+}

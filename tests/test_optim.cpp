@@ -95,3 +95,20 @@ TEST(Optim, ClipGradNormScalesToTheLimitAndIgnoresThreadCount) {
   clip_grad_norm(small, 0.25);
   EXPECT_EQ(small[0].grad().to_vector(), before);
 }
+
+TEST(Optim, AdamAddsEpsilonToTheRootNotUnderIt) {
+  // Adam divides by sqrt(v_hat) + eps (Kingma & Ba 2015, Algorithm 1; torch.optim.Adam). With
+  // gradients of 1e-6, sqrt(v_hat + eps) would be 1e-4 instead of ~1e-6: a step 100 times too
+  // short, which gradients of ordinary size (as in the test above) cannot show.
+  const int64_t n = 9;
+  const float lr = 0.01f, eps = 1e-8f;
+  Tensor p = param_with_grad(n, 1.0, 1e-6);
+  const std::vector<float> x0 = p.to_vector(), g = p.grad().to_vector();
+  Optimizer opt(OptimizerKind::Adam, {{"w", p}}, 0.0f, 0.9f, 0.999f, eps);
+  opt.step(lr);
+  std::vector<float> expect(n);
+  for (int64_t i = 0; i < n; ++i)  // one step: m_hat = g, v_hat = g^2
+    expect[i] = static_cast<float>(x0[i] - lr * double{g[i]} / (std::fabs(double{g[i]}) + eps));
+  const std::string report = compare_tensors("parameter after one Adam step", p, Tensor::from_vector(expect, {n}), 1e-5, 1e-7);
+  EXPECT_TRUE(report.empty()) << report;
+}

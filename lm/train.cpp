@@ -254,10 +254,11 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     if (st.batch_pos == 0) hidden = model.init_hidden(cfg.batch_size);
 
     while (st.batch_pos < train_data.rows - 1) {
-      // Variable-length BPTT; the learning rate follows the segment length (AWD-LSTM).
+      // Variable-length BPTT; the learning rate follows the length drawn, as in AWD-LSTM's main.py
+      // (which scales before get_batch cuts the epoch's last segment short).
       const int64_t seq_len = cfg.variable_bptt ? bptt_length(cfg.bptt, bptt_gen, cfg.max_seq_len_delta) : cfg.bptt;
       const Batch batch = get_batch(train_data, st.batch_pos, seq_len);
-      const float lr = cfg.lr * static_cast<float>(batch.seq_len) / static_cast<float>(cfg.bptt);
+      const float lr = cfg.lr * static_cast<float>(seq_len) / static_cast<float>(cfg.bptt);
 
       // Truncated BPTT: gradients stop at the state carried in from the previous segment.
       hidden = detach_hidden(hidden);

@@ -33,11 +33,6 @@ namespace {
 // many shallow ones that re-read and re-write all of it: at 128 rows that cost small-mos 6% of its
 // step in packing and cache misses.
 constexpr int64_t kStreamChunkFloats = int64_t{8} << 20;
-int64_t g_stream_chunk_rows = 0;  // 0: kStreamChunkFloats / V; tests force small chunks
-// Logits up to this many floats (256 MB) are kept for backward instead of recomputed: the recompute
-// is a fourth N*K x E x V GEMM (+16% of small-softmax's FLOPs, +25% of small-mos's head). Larger
-// ones (mos-paper: 126M floats) stream and recompute, so memory stays bounded.
-int64_t g_keep_logits_floats = int64_t{64} << 20;
 
 // Vectorizable forms (tensor/vec_math.h): these run once per vocabulary entry per row.
 inline float log_sigmoidf(float x) { return vlog_sigmoid(x); }
@@ -64,6 +59,102 @@ struct Saved {
   bool sig = false;
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
 };
+
+// Backward, below the forward.
+std::vector<Tensor> fused_backward(const Saved& s, float g);
+
+}  // namespace
+
+Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor& b_in, const Tensor& log_pi_in,
+                         const std::vector<int64_t>& targets, int64_t K, bool sig, const FusedLossOptions& options) {
+  check_rank("fused_mixture_nll", ctx_in, 2, "contexts [N*K,E]");
+  check_rank("fused_mixture_nll", W_in, 2, "decoder weight [V,E]");
+  const int64_t R = ctx_in.size(0), E = ctx_in.size(1), V = W_in.size(0);
+  if (W_in.size(1) != E || b_in.shape() != Shape{V})
+    throw ShapeError("fused_mixture_nll: contexts " + shape_str(ctx_in.shape()) + ", decoder weight " +
+                     shape_str(W_in.shape()) + " and bias " + shape_str(b_in.shape()) + " do not fit");
+  if (K < 1 || R % K != 0 || static_cast<int64_t>(targets.size()) * K != R)
+    throw ShapeError("fused_mixture_nll: " + std::to_string(R) + " context rows for " + std::to_string(targets.size()) +
+                     " targets and K=" + std::to_string(K));
+  const int64_t N = R / K;
+  if (N == 0) throw ShapeError("fused_mixture_nll: no targets");
+  if (log_pi_in.defined() && log_pi_in.shape() != Shape{N, K})
+    throw ShapeError("fused_mixture_nll: log π is " + shape_str(log_pi_in.shape()) + ", expected " + shape_str({N, K}));
+  if (!log_pi_in.defined() && K != 1) throw ShapeError("fused_mixture_nll: K > 1 needs log π");
+  for (int64_t n = 0; n < N; ++n)
+    if (targets[n] < 0 || targets[n] >= V)
+      throw ShapeError("fused_mixture_nll: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
+                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
+
+  check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
+  // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next to
+  // the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
+  const int64_t keep_floats = options.keep_logits_floats;
+  const int64_t keep_limit = !ctx_in.is_cuda() ? keep_floats : keep_floats > INT64_MAX / 4 ? INT64_MAX : 4 * keep_floats;
+  const bool keep = is_grad_enabled() && R * V <= keep_limit &&
+                    (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
+  const int64_t chunk_floats = ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs
+  const int64_t stream_rows = options.stream_chunk_rows > 0 ? options.stream_chunk_rows : chunk_floats / V;
+  const int64_t chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
+  if (ctx_in.is_cuda())
+    return fused_mixture_nll_cuda(ctx_in, W_in, b_in, log_pi_in, targets, K, sig, keep, chunk_rows);
+
+  Saved s;
+  s.ctx = contiguous_data(ctx_in).detach(), s.W = contiguous_data(W_in).detach(), s.b = contiguous_data(b_in).detach();
+  s.targets = targets, s.K = K, s.sig = sig;
+  s.lse.resize(static_cast<size_t>(R));
+  s.resp.resize(static_cast<size_t>(R));
+  std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
+  {
+    s.chunk_rows = chunk_rows;
+    if (keep) s.logits = Tensor::empty({R, V});
+    Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
+    for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
+      const int64_t rows = std::min(s.chunk_rows, R - r0);
+      float* z = keep ? s.logits.data() + r0 * V : block.data();
+      chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
+      parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
+        std::vector<float> scratch(sig ? static_cast<size_t>(V) : 0);
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t r = r0 + i, t = targets[r / K];
+          const float* zr = z + i * V;
+          if (sig) {  // s = z + log σ(z), in a scratch row so the kept z stays intact for backward
+            for (int64_t j = 0; j < V; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
+            zr = scratch.data();
+          }
+          const float m = row_max(zr, V);
+          const float log_sum = static_cast<float>(std::log(sum_exp<false>(zr, V, m, nullptr)));
+          s.lse[r] = m + log_sum;
+          comp[r] = (zr[t] - m) - log_sum;
+        }
+      });
+    }
+  }
+  // Mix in log space: a_nk = log π_nk + c_nk; nll_n = -logsumexp_k a_nk; r_nk = softmax_k a_nk.
+  const Tensor log_pi = log_pi_in.defined() ? contiguous_data(log_pi_in) : Tensor();
+  double total = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    float m = -INFINITY;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t r = n * K + k;
+      s.resp[r] = comp[r] + (log_pi.defined() ? log_pi.data()[r] : 0.0f);
+      m = std::max(m, s.resp[r]);
+    }
+    double acc = 0;
+    for (int64_t k = 0; k < K; ++k) acc += std::exp(s.resp[n * K + k] - m);
+    const float lse_k = m + static_cast<float>(std::log(acc));
+    for (int64_t k = 0; k < K; ++k) s.resp[n * K + k] = std::exp(s.resp[n * K + k] - lse_k);
+    total -= lse_k;
+  }
+  Tensor out = Tensor::scalar(static_cast<float>(total / N));
+  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(), s.need_b = b_in.requires_grad();
+  s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();
+  if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
+  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out, {ctx_in, W_in, b_in, log_pi_in},
+                [s = std::move(s)](const Tensor& g) { return fused_backward(s, g.item()); });
+}
+
+namespace {
 
 // Overwrites z [rows,V] (chunk logits, ctx rows r0..) with d loss / d z.
 void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64_t V, float* z) {
@@ -138,107 +229,5 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
 }
 
 }  // namespace
-
-int64_t set_fused_logits_keep_limit(int64_t floats) {
-  const int64_t previous = g_keep_logits_floats;
-  g_keep_logits_floats = floats;
-  return previous;
-}
-
-int64_t set_fused_stream_chunk_rows(int64_t rows) {
-  const int64_t previous = g_stream_chunk_rows;
-  g_stream_chunk_rows = rows;
-  return previous;
-}
-
-Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor& b_in, const Tensor& log_pi_in,
-                         const std::vector<int64_t>& targets, int64_t K, bool sig) {
-  check_rank("fused_mixture_nll", ctx_in, 2, "contexts [N*K,E]");
-  check_rank("fused_mixture_nll", W_in, 2, "decoder weight [V,E]");
-  const int64_t R = ctx_in.size(0), E = ctx_in.size(1), V = W_in.size(0);
-  if (W_in.size(1) != E || b_in.shape() != Shape{V})
-    throw ShapeError("fused_mixture_nll: contexts " + shape_str(ctx_in.shape()) + ", decoder weight " +
-                     shape_str(W_in.shape()) + " and bias " + shape_str(b_in.shape()) + " do not fit");
-  if (K < 1 || R % K != 0 || static_cast<int64_t>(targets.size()) * K != R)
-    throw ShapeError("fused_mixture_nll: " + std::to_string(R) + " context rows for " + std::to_string(targets.size()) +
-                     " targets and K=" + std::to_string(K));
-  const int64_t N = R / K;
-  if (N == 0) throw ShapeError("fused_mixture_nll: no targets");
-  if (log_pi_in.defined() && log_pi_in.shape() != Shape{N, K})
-    throw ShapeError("fused_mixture_nll: log π is " + shape_str(log_pi_in.shape()) + ", expected " + shape_str({N, K}));
-  if (!log_pi_in.defined() && K != 1) throw ShapeError("fused_mixture_nll: K > 1 needs log π");
-  for (int64_t n = 0; n < N; ++n)
-    if (targets[n] < 0 || targets[n] >= V)
-      throw ShapeError("fused_mixture_nll: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
-                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
-
-  check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
-  // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next to
-  // the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
-  const int64_t keep_limit = !ctx_in.is_cuda()                                  ? g_keep_logits_floats
-                             : g_keep_logits_floats > INT64_MAX / 4 ? INT64_MAX
-                                                                     : 4 * g_keep_logits_floats;
-  const bool keep = is_grad_enabled() && R * V <= keep_limit &&
-                    (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
-  const int64_t chunk_floats = ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs
-  const int64_t stream_rows = g_stream_chunk_rows > 0 ? g_stream_chunk_rows : chunk_floats / V;
-  const int64_t chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
-  if (ctx_in.is_cuda())
-    return fused_mixture_nll_cuda(ctx_in, W_in, b_in, log_pi_in, targets, K, sig, keep, chunk_rows);
-
-  Saved s;
-  s.ctx = contiguous_data(ctx_in).detach(), s.W = contiguous_data(W_in).detach(), s.b = contiguous_data(b_in).detach();
-  s.targets = targets, s.K = K, s.sig = sig;
-  s.lse.resize(static_cast<size_t>(R));
-  s.resp.resize(static_cast<size_t>(R));
-  std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
-  {
-    s.chunk_rows = chunk_rows;
-    if (keep) s.logits = Tensor::empty({R, V});
-    Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
-    for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
-      const int64_t rows = std::min(s.chunk_rows, R - r0);
-      float* z = keep ? s.logits.data() + r0 * V : block.data();
-      chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
-      parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
-        std::vector<float> scratch(sig ? static_cast<size_t>(V) : 0);
-        for (int64_t i = i0; i < i1; ++i) {
-          const int64_t r = r0 + i, t = targets[r / K];
-          const float* zr = z + i * V;
-          if (sig) {  // s = z + log σ(z), in a scratch row so the kept z stays intact for backward
-            for (int64_t j = 0; j < V; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
-            zr = scratch.data();
-          }
-          const float m = row_max(zr, V);
-          const float log_sum = static_cast<float>(std::log(sum_exp<false>(zr, V, m, nullptr)));
-          s.lse[r] = m + log_sum;
-          comp[r] = (zr[t] - m) - log_sum;
-        }
-      });
-    }
-  }
-  // Mix in log space: a_nk = log π_nk + c_nk; nll_n = -logsumexp_k a_nk; r_nk = softmax_k a_nk.
-  const Tensor log_pi = log_pi_in.defined() ? contiguous_data(log_pi_in) : Tensor();
-  double total = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    float m = -INFINITY;
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t r = n * K + k;
-      s.resp[r] = comp[r] + (log_pi.defined() ? log_pi.data()[r] : 0.0f);
-      m = std::max(m, s.resp[r]);
-    }
-    double acc = 0;
-    for (int64_t k = 0; k < K; ++k) acc += std::exp(s.resp[n * K + k] - m);
-    const float lse_k = m + static_cast<float>(std::log(acc));
-    for (int64_t k = 0; k < K; ++k) s.resp[n * K + k] = std::exp(s.resp[n * K + k] - lse_k);
-    total -= lse_k;
-  }
-  Tensor out = Tensor::scalar(static_cast<float>(total / N));
-  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(), s.need_b = b_in.requires_grad();
-  s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();
-  if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
-  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out, {ctx_in, W_in, b_in, log_pi_in},
-                [s = std::move(s)](const Tensor& g) { return fused_backward(s, g.item()); });
-}
 
 }  // namespace mg

@@ -84,25 +84,32 @@ MixtureHead::MixtureHead(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t
 
 Tensor SoftmaxHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const {
   if (!fused_loss) return OutputHead::nll(h, B, targets, gen);
-  return fused_mixture_nll(h, decoder_weight, decoder_bias, Tensor(), targets, 1, kind_ == HeadKind::Sigsoftmax);
+  return fused_mixture_nll(h, decoder_weight, decoder_bias, Tensor(), targets, 1, kind_ == HeadKind::Sigsoftmax,
+                           fused_options);
 }
 
 Tensor MixtureHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const {
   if (!fused_loss) return OutputHead::nll(h, B, targets, gen);
   check_rank("mixture head", h, 2, "h [N,H]");
-  const int64_t N = h.size(0);
   const Tensor log_pi = log_prior(h);      // [N,K]
   const Tensor ctx = contexts(h, B, gen);  // [N*K,E]
-  if (kind_ == HeadKind::MoC) {
-    const Tensor mixed = sum(mul(reshape(ctx, {N, experts, embedding}), reshape(exp(log_pi), {N, experts, 1})), 1);
-    return fused_mixture_nll(mixed, decoder_weight, decoder_bias, Tensor(), targets, 1, false);
-  }
-  return fused_mixture_nll(ctx, decoder_weight, decoder_bias, log_pi, targets, experts, kind_ == HeadKind::MoSig);
+  if (kind_ == HeadKind::MoC)
+    return fused_mixture_nll(mixed_context(log_pi, ctx), decoder_weight, decoder_bias, Tensor(), targets, 1, false,
+                             fused_options);
+  return fused_mixture_nll(ctx, decoder_weight, decoder_bias, log_pi, targets, experts, kind_ == HeadKind::MoSig,
+                           fused_options);
 }
 
 Tensor MixtureHead::log_prior(const Tensor& h) const {
   // π = softmax(h W_π^T) (MoS eq. 3's prior), kept in log space.
   return log_softmax(matmul(h, prior_weight, false, true), 1);  // [N,K]
+}
+
+Tensor MixtureHead::mixed_context(const Tensor& log_pi, const Tensor& ctx) const {
+  // Mixture of contexts: mix the K context vectors by π, then one softmax follows (so the rank of
+  // the log-probabilities stays <= E+2, like a softmax's: the control of the MoS paper).
+  const int64_t N = log_pi.size(0);
+  return sum(mul(reshape(ctx, {N, experts, embedding}), reshape(exp(log_pi), {N, experts, 1})), 1);  // [N,E]
 }
 
 Tensor MixtureHead::contexts(const Tensor& h, int64_t B, Generator& gen) const {
@@ -121,12 +128,7 @@ Tensor MixtureHead::log_prob(const Tensor& h, int64_t B, Generator& gen) const {
   const int64_t N = h.size(0), K = experts, V = decoder_weight.size(0);
   const Tensor log_pi = log_prior(h);           // [N,K]
   const Tensor ctx = contexts(h, B, gen);       // [N*K,E]
-  if (kind_ == HeadKind::MoC) {
-    // Mixture of contexts: mix the K context vectors by π, then one softmax (rank stays <= E+1).
-    const Tensor pi = reshape(exp(log_pi), {N, K, 1});
-    const Tensor mixed = sum(mul(reshape(ctx, {N, K, embedding}), pi), 1);  // [N,E]
-    return log_softmax(linear(mixed, decoder_weight, decoder_bias), 1);
-  }
+  if (kind_ == HeadKind::MoC) return log_softmax(linear(mixed_context(log_pi, ctx), decoder_weight, decoder_bias), 1);
   // MoS (Yang et al. 2017, eq. 3) in log space: log p = logsumexp_k(log π_k + log softmax(h_k W^T + b)).
   // Exact and stable for any logit magnitude (the reference's log(p + 1e-8) is not).
   const Tensor z = linear(ctx, decoder_weight, decoder_bias);  // [N*K,V]

@@ -23,6 +23,16 @@ HeadKind parse_head_kind(const std::string& name);  // "softmax" | "mos" | "sigs
 std::string head_kind_name(HeadKind kind);
 bool is_mixture(HeadKind kind);                      // mos, mosig, moc: have prior + latent
 
+// How the fused loss trades memory for a recompute; tests set both to run every path.
+struct FusedLossOptions {
+  // Logits [N*K,V] up to this many floats (256 MB; on the GPU four times as many) are kept from
+  // forward to backward; larger ones (mos-paper: 126M) are recomputed chunk by chunk, which costs a
+  // fourth N*K x E x V GEMM (+16% of small-softmax's FLOPs) but keeps memory bounded.
+  int64_t keep_logits_floats = int64_t{64} << 20;
+  // Rows per chunk when the logits stream; 0: about 8M logits per chunk.
+  int64_t stream_chunk_rows = 0;
+};
+
 class OutputHead : public Module {
  public:
   // h [N,H] -> log p [N,V]
@@ -33,6 +43,7 @@ class OutputHead : public Module {
   virtual Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const;
   virtual HeadKind kind() const = 0;
   bool fused_loss = true;
+  FusedLossOptions fused_options;  // memory / recompute trade-off of the fused loss
   Tensor decoder_weight;  // [V,in]: our own parameter, or the encoder's weight when tied
   Tensor decoder_bias;    // [V]
 };
@@ -54,23 +65,19 @@ class SoftmaxHead : public OutputHead {
   HeadKind kind_;
 };
 
+
 // The fused mean NLL of targets [N] for K components per row: contexts ctx [N*K,E] (row n*K + k is
 // component k of row n), decoder W [V,E], b [V], log π [N,K] (undefined when K = 1), components
-// softmax or sigsoftmax (sig). Streams over the vocabulary in row chunks and recomputes the logits
-// in backward; the same loss as the plain path to float rounding (tested against it).
+// softmax or sigsoftmax (sig). Keeps the logits for backward, or (past options.keep_logits_floats)
+// streams over them in row chunks and recomputes them in backward; the same loss as the plain path
+// to float rounding (tested against it).
 Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
-                         const std::vector<int64_t>& targets, int64_t K, bool sig);
+                         const std::vector<int64_t>& targets, int64_t K, bool sig,
+                         const FusedLossOptions& options = {});
 // Its GPU path (nn/fused_head_loss_cuda.cpp), called by fused_mixture_nll for CUDA inputs once the
 // arguments are checked: keep the logits for backward, or stream them in chunks of chunk_rows.
 Tensor fused_mixture_nll_cuda(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
                               const std::vector<int64_t>& targets, int64_t K, bool sig, bool keep, int64_t chunk_rows);
-// Logits [N*K,V] up to this many floats are kept from forward to backward (default 64M = 256 MB;
-// on the GPU four times as many); larger ones are recomputed chunk by chunk. Returns the previous
-// limit (tests run both paths).
-int64_t set_fused_logits_keep_limit(int64_t floats);
-// Rows per chunk when the logits stream (0, the default: about 8M logits per chunk). Returns the
-// previous value; tests set a small one so that several chunks and a ragged tail are exercised.
-int64_t set_fused_stream_chunk_rows(int64_t rows);
 
 // MoS / MoSig / MoC with K experts of size E.
 class MixtureHead : public OutputHead {
@@ -84,6 +91,8 @@ class MixtureHead : public OutputHead {
   // The pieces, for tests and analysis tools. h [N,H]:
   Tensor log_prior(const Tensor& h) const;                               // log π [N,K]
   Tensor contexts(const Tensor& h, int64_t B, Generator& gen) const;     // tanh latent [N*K,E] (dropped)
+  // MoC: the K contexts mixed by π, one context per row: log_pi [N,K], ctx [N*K,E] -> [N,E]
+  Tensor mixed_context(const Tensor& log_pi, const Tensor& ctx) const;
 
   Tensor prior_weight;   // [K,H]
   Tensor latent_weight;  // [K*E,H]

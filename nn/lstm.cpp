@@ -7,6 +7,23 @@
 
 namespace mg {
 
+// The shapes both LSTMs (this one and nn/lstm_fused.cpp) check before any work.
+void check_lstm_args(const Tensor& x, const LSTMState& s, const LSTMWeights& w) {
+  check_rank("lstm", x, 3, "x [T,B,in]");
+  const int64_t T = x.size(0), B = x.size(1), in = x.size(2), H = w.weight_hh.size(-1);
+  if (T == 0) throw ShapeError("lstm: the sequence is empty (T = 0)");
+  auto expect = [](const char* what, const Tensor& t, const Shape& shape) {
+    if (t.shape() != shape)
+      throw ShapeError(std::string("lstm: ") + what + " is " + shape_str(t.shape()) + ", expected " + shape_str(shape));
+  };
+  expect("weight_hh", w.weight_hh, {4 * H, H});
+  expect("weight_ih", w.weight_ih, {4 * H, in});
+  expect("bias_ih", w.bias_ih, {4 * H});
+  expect("bias_hh", w.bias_hh, {4 * H});
+  expect("h", s.h, {B, H});
+  expect("c", s.c, {B, H});
+}
+
 std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state, const LSTMWeights& w) {
   check_lstm_args(x, state, w);
   const int64_t T = x.size(0), B = x.size(1), H = w.weight_hh.size(1);

@@ -26,22 +26,6 @@
 
 namespace mg {
 
-void check_lstm_args(const Tensor& x, const LSTMState& s, const LSTMWeights& w) {
-  check_rank("lstm", x, 3, "x [T,B,in]");
-  const int64_t T = x.size(0), B = x.size(1), in = x.size(2), H = w.weight_hh.size(-1);
-  if (T == 0) throw ShapeError("lstm: the sequence is empty (T = 0)");
-  auto expect = [](const char* what, const Tensor& t, const Shape& shape) {
-    if (t.shape() != shape)
-      throw ShapeError(std::string("lstm: ") + what + " is " + shape_str(t.shape()) + ", expected " + shape_str(shape));
-  };
-  expect("weight_hh", w.weight_hh, {4 * H, H});
-  expect("weight_ih", w.weight_ih, {4 * H, in});
-  expect("bias_ih", w.bias_ih, {4 * H});
-  expect("bias_hh", w.bias_hh, {4 * H});
-  expect("h", s.h, {B, H});
-  expect("c", s.c, {B, H});
-}
-
 namespace {
 
 // Below this many multiply-adds per step (B x 4H x H) one core finishes a step before a second one
@@ -79,6 +63,88 @@ void gates_forward(int64_t n, int64_t H, float* __restrict z, const float* __res
   }
 }
 
+struct Saved {
+  Tensor x, h0, c0, w_ih, w_hh;  // inputs (detached)
+  Tensor acts;                   // [T*B,4H] post-activation i, f, g, o of every step
+  Tensor cells;                  // [T*B,H]  c_t of every step
+  Tensor y;                      // [T+1,B,H] the packed output (h_t rows, then c_T)
+};
+
+// Backward and the node, below the forward.
+std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const std::vector<bool>& need);
+std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w);
+
+}  // namespace
+
+std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
+  check_lstm_args(x_in, state, w);
+  // Saved inputs are detached handles: the closure must not own graph nodes (reference cycles).
+  Saved s{contiguous_data(x_in).detach(), contiguous_data(state.h).detach(), contiguous_data(state.c).detach(),
+          contiguous_data(w.weight_ih).detach(), contiguous_data(w.weight_hh).detach(), {}, {}, {}};
+  const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
+  check_same_device("lstm", {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh});
+  // Both biases in one vector, added in the gate pass below.
+  const Tensor bias = add(contiguous_data(w.bias_ih).detach(), contiguous_data(w.bias_hh).detach());
+  if (s.x.is_cuda()) {
+    s.acts = Tensor::empty({T * B, G}, Device::CUDA);
+    s.cells = Tensor::empty({T * B, H}, Device::CUDA);
+    s.y = Tensor::empty({T + 1, B, H}, Device::CUDA);
+    cuda_lstm_forward(T, B, in, H, s.x.data_ptr(), s.h0.data_ptr(), s.c0.data_ptr(), s.w_ih.data_ptr(),
+                      s.w_hh.data_ptr(), bias.data_ptr(), s.acts.data_ptr(), s.cells.data_ptr(), s.y.data_ptr());
+    return record_lstm(s, x_in, state, w);
+  }
+  // W_hh^T [H,4H]: the per-step product h_{t-1} W_hh^T then reads it in place, row by row, instead
+  // of transposing (packing) all 4H x H weights again at every step.
+  const Tensor w_hh_t = copy_contiguous(transpose(s.w_hh, 0, 1));
+
+  // Gates of all steps from the inputs: [T*B,in] x [in,4H].
+  s.acts = Tensor::empty({T * B, G});
+  gemm(false, true, T * B, G, in, 1.0f, s.x.data(), in, s.w_ih.data(), in, 0.0f, s.acts.data(), G);
+  s.cells = Tensor::empty({T * B, H});
+  s.y = Tensor::empty({T + 1, B, H});
+  float* acts = s.acts.data();
+  const float* bsum = bias.data();
+  // One team for the whole sequence: each thread owns hidden units [u0, u1), i.e. those columns of
+  // each gate block. Per step it computes its columns of h_{t-1} W_hh^T, applies the gates to its
+  // units and writes its part of h_t, c_t; the barrier then makes all of h_t visible for the next
+  // step's product.
+  parallel_team(H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
+    for (int64_t t = 0; t < T; ++t) {
+      const float* h_prev = t > 0 ? s.y.data() + (t - 1) * B * H : s.h0.data();
+      const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
+      float* gates = acts + t * B * G;
+      float* c = s.cells.data() + t * B * H;
+      float* h = s.y.data() + t * B * H;
+      if (u1 > u0)
+        for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
+          gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H, w_hh_t.data() + q * H + u0, G, 1.0f,
+               gates + q * H + u0, G);
+      for (int64_t b = 0; b < B; ++b)
+        gates_forward(u1 - u0, H, gates + b * G + u0, bsum + u0, c_prev + b * H + u0, c + b * H + u0,
+                      h + b * H + u0);
+      barrier();
+    }
+  });
+  std::memcpy(s.y.data() + T * B * H, s.cells.data() + (T - 1) * B * H, sizeof(float) * B * H);
+  return record_lstm(s, x_in, state, w);
+}
+
+namespace {
+
+// The autograd node over the whole sequence, and the views lstm_fused hands out.
+std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
+  const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1);
+  const std::vector<bool> need = {x_in.requires_grad(), state.h.requires_grad(), state.c.requires_grad(),
+                                  w.weight_ih.requires_grad(), w.weight_hh.requires_grad(),
+                                  w.bias_ih.requires_grad(), w.bias_hh.requires_grad()};
+  Saved saved = s;
+  saved.y = s.y.detach();
+  const Tensor y = record("lstm_fused", s.y, {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh},
+                          [saved, need](const Tensor& g) { return lstm_backward(saved, g, need); });
+  const Tensor out = narrow(y, 0, 0, T);
+  return {out, {reshape(narrow(y, 0, T - 1, 1), {B, H}), reshape(narrow(y, 0, T, 1), {B, H})}};
+}
+
 // Backward of gates_forward for one batch row over n units: from d h_t (dy from above plus dh from
 // step t+1) and d c_t (dc, overwritten with d c_{t-1}) to the pre-activation gradients dz [4H].
 void gates_backward(int64_t n, int64_t H, const float* __restrict act, const float* __restrict c,
@@ -104,13 +170,6 @@ void gates_backward(int64_t n, int64_t H, const float* __restrict act, const flo
     dc[j] = dc_t * f;                         // d c_{t-1}
   }
 }
-
-struct Saved {
-  Tensor x, h0, c0, w_ih, w_hh;  // inputs (detached)
-  Tensor acts;                   // [T*B,4H] post-activation i, f, g, o of every step
-  Tensor cells;                  // [T*B,H]  c_t of every step
-  Tensor y;                      // [T+1,B,H] the packed output (h_t rows, then c_T)
-};
 
 // The input and weight gradients from the gate gradients dG [T*B,4H]: big GEMMs over all steps at
 // once, the same on both devices (gemm_fn is the CPU gemm or cuBLAS with the same contract).
@@ -183,79 +242,6 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const
     }
   });
   return lstm_weight_grads(s, d_gates, dh, dc, need);
-}
-
-std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w);
-
-}  // namespace
-
-std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
-  check_lstm_args(x_in, state, w);
-  // Saved inputs are detached handles: the closure must not own graph nodes (reference cycles).
-  Saved s{contiguous_data(x_in).detach(), contiguous_data(state.h).detach(), contiguous_data(state.c).detach(),
-          contiguous_data(w.weight_ih).detach(), contiguous_data(w.weight_hh).detach(), {}, {}, {}};
-  const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
-  check_same_device("lstm", {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh});
-  // Both biases in one vector, added in the gate pass below.
-  const Tensor bias = add(contiguous_data(w.bias_ih).detach(), contiguous_data(w.bias_hh).detach());
-  if (s.x.is_cuda()) {
-    s.acts = Tensor::empty({T * B, G}, Device::CUDA);
-    s.cells = Tensor::empty({T * B, H}, Device::CUDA);
-    s.y = Tensor::empty({T + 1, B, H}, Device::CUDA);
-    cuda_lstm_forward(T, B, in, H, s.x.data_ptr(), s.h0.data_ptr(), s.c0.data_ptr(), s.w_ih.data_ptr(),
-                      s.w_hh.data_ptr(), bias.data_ptr(), s.acts.data_ptr(), s.cells.data_ptr(), s.y.data_ptr());
-    return record_lstm(s, x_in, state, w);
-  }
-  // W_hh^T [H,4H]: the per-step product h_{t-1} W_hh^T then reads it in place, row by row, instead
-  // of transposing (packing) all 4H x H weights again at every step.
-  const Tensor w_hh_t = copy_contiguous(transpose(s.w_hh, 0, 1));
-
-  // Gates of all steps from the inputs: [T*B,in] x [in,4H].
-  s.acts = Tensor::empty({T * B, G});
-  gemm(false, true, T * B, G, in, 1.0f, s.x.data(), in, s.w_ih.data(), in, 0.0f, s.acts.data(), G);
-  s.cells = Tensor::empty({T * B, H});
-  s.y = Tensor::empty({T + 1, B, H});
-  float* acts = s.acts.data();
-  const float* bsum = bias.data();
-  // One team for the whole sequence: each thread owns hidden units [u0, u1), i.e. those columns of
-  // each gate block. Per step it computes its columns of h_{t-1} W_hh^T, applies the gates to its
-  // units and writes its part of h_t, c_t; the barrier then makes all of h_t visible for the next
-  // step's product.
-  parallel_team(H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float* h_prev = t > 0 ? s.y.data() + (t - 1) * B * H : s.h0.data();
-      const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
-      float* gates = acts + t * B * G;
-      float* c = s.cells.data() + t * B * H;
-      float* h = s.y.data() + t * B * H;
-      if (u1 > u0)
-        for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
-          gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H, w_hh_t.data() + q * H + u0, G, 1.0f,
-               gates + q * H + u0, G);
-      for (int64_t b = 0; b < B; ++b)
-        gates_forward(u1 - u0, H, gates + b * G + u0, bsum + u0, c_prev + b * H + u0, c + b * H + u0,
-                      h + b * H + u0);
-      barrier();
-    }
-  });
-  std::memcpy(s.y.data() + T * B * H, s.cells.data() + (T - 1) * B * H, sizeof(float) * B * H);
-  return record_lstm(s, x_in, state, w);
-}
-
-namespace {
-
-// The autograd node over the whole sequence, and the views lstm_fused hands out.
-std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
-  const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1);
-  const std::vector<bool> need = {x_in.requires_grad(), state.h.requires_grad(), state.c.requires_grad(),
-                                  w.weight_ih.requires_grad(), w.weight_hh.requires_grad(),
-                                  w.bias_ih.requires_grad(), w.bias_hh.requires_grad()};
-  Saved saved = s;
-  saved.y = s.y.detach();
-  const Tensor y = record("lstm_fused", s.y, {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh},
-                          [saved, need](const Tensor& g) { return lstm_backward(saved, g, need); });
-  const Tensor out = narrow(y, 0, 0, T);
-  return {out, {reshape(narrow(y, 0, T - 1, 1), {B, H}), reshape(narrow(y, 0, T, 1), {B, H})}};
 }
 
 }  // namespace

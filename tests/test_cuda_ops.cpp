@@ -227,17 +227,15 @@ TEST(CudaOps, FusedHeadLossMatchesTheCpuForEveryKindAndPath) {
   for (int64_t K : {1, 3})
     for (bool sig : {false, true})
       for (bool stream : {false, true}) {
-        const int64_t old_keep = set_fused_logits_keep_limit(stream ? 0 : int64_t{64} << 20);
-        const int64_t old_rows = set_fused_stream_chunk_rows(stream ? 5 : 0);  // ragged chunks of 5 rows
+        FusedLossOptions options;
+        if (stream) options.keep_logits_floats = 0, options.stream_chunk_rows = 5;  // ragged chunks of 5 rows
         std::vector<Tensor> in = {rand({N * K, E}, 1), rand({V, E}, 2, -0.5f, 0.5f), rand({V}, 3)};
         if (K > 1) in.push_back(log_softmax(rand({N, K}, 4), 1));
         expect_same_on_gpu("fused_mixture_nll K=" + std::to_string(K) + (sig ? " sig" : "") + (stream ? " streamed" : ""),
                            [&](auto& v) {
-                             return fused_mixture_nll(v[0], v[1], v[2], K > 1 ? v[3] : Tensor(), targets, K, sig);
+                             return fused_mixture_nll(v[0], v[1], v[2], K > 1 ? v[3] : Tensor(), targets, K, sig, options);
                            },
                            in, 1e-5, 1e-6);
-        set_fused_logits_keep_limit(old_keep);
-        set_fused_stream_chunk_rows(old_rows);
       }
 }
 

@@ -20,10 +20,9 @@ TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
   for (HeadKind kind : {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC})
     for (float scale : {1.0f, 8.0f}) {  // scale 8: logits of magnitude ~50
       SCOPED_TRACE(head_kind_name(kind) + " scale " + std::to_string(scale) + (keep_limit ? " kept" : " recomputed"));
-      const int64_t previous_limit = set_fused_logits_keep_limit(keep_limit);
-      const int64_t previous_chunk = set_fused_stream_chunk_rows(128);
       Generator gen(21);
       auto head = make_head(kind, V, H, E, K, 0.0f, Tensor(), gen);
+      head->fused_options.keep_logits_floats = keep_limit, head->fused_options.stream_chunk_rows = 128;
       {
         NoGradGuard no_grad;
         for (Tensor p : head->parameters()) {
@@ -46,8 +45,6 @@ TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
         grads[fused].push_back(h.grad().to_vector());
         for (const Tensor& p : head->parameters()) grads[fused].push_back(p.grad().to_vector());
       }
-      set_fused_logits_keep_limit(previous_limit);
-      set_fused_stream_chunk_rows(previous_chunk);
       EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::fabs(losses[0]));
       for (size_t i = 0; i < grads[0].size(); ++i) {
         const int64_t n = static_cast<int64_t>(grads[0][i].size());

@@ -1,13 +1,16 @@
-// The options of the subcommands that run a saved model (eval, dyneval, generate, export, import),
+// The options of the subcommands that run a saved model (eval, dyneval, generate, export, import,
+// rank) and of bottleneck-demo,
 // as flag tables (lm/flags.h): tools/mosgrad.cpp parses with them, --help prints them, and a test
 // checks that the README names every flag. train and finetune use TrainConfig::flag_table().
 #pragma once
 
 #include <string>
 
+#include "lm/bottleneck_demo.h"
 #include "lm/dyneval.h"
 #include "lm/flags.h"
 #include "lm/generate.h"
+#include "lm/rank.h"
 #include "lm/train_config.h"
 
 namespace mg {
@@ -24,7 +27,9 @@ struct ModelCommandOptions {
   int64_t threads = 0;             // 0: all cores
   DynevalConfig dyneval;
   GenerateConfig generate;
-  std::string out;                 // export / import output
+  std::string out;                 // export / import output; rank / bottleneck-demo output directory
+  RankOptions rank;                // rank
+  DemoConfig demo;                 // bottleneck-demo
   std::string in;                  // import input
   std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt
 };

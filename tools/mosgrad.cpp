@@ -1,18 +1,22 @@
-// The `mosgrad` command: train, finetune, eval, dyneval, generate, export, import, plot.
+// The `mosgrad` command: train, finetune, eval, dyneval, generate, export, import, plot, rank,
+// bottleneck-demo.
 //   mosgrad train --preset small-mos --data ../shared/data/ptb
 //   mosgrad <command> --help
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "lm/batching.h"
 #include "lm/commands.h"
 #include "lm/dyneval.h"
@@ -40,6 +44,8 @@ commands:
   export     write a saved model as .safetensors (PyTorch parameter names, flags in __metadata__)
   import     turn a .safetensors file back into a mosgrad model checkpoint
   plot       draw RUN_DIR/metrics.jsonl as RUN_DIR/curves.svg
+  rank       the softmax bottleneck on a saved model: numerical rank of its log-probability matrix
+  bottleneck-demo  Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)
   presets    list the presets and their settings
 
 'mosgrad <command> --help' lists that command's flags.
@@ -133,6 +139,61 @@ int cmd_generate(const ModelCommandOptions& o) {
   return 0;
 }
 
+// --out DIR for rank and bottleneck-demo: created if missing; an existing file there is an error.
+std::string out_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(dir) && !fs::is_directory(dir))
+    throw std::invalid_argument("--out " + dir + " is a file, not a directory; choose another --out");
+  fs::create_directories(dir);
+  return dir + "/";
+}
+
+int cmd_rank(const ModelCommandOptions& o) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  LoadedModel lm = load_for(o);
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const std::string dir = out_dir(o.out);
+  const auto t0 = std::chrono::steady_clock::now();
+  const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string title = lm.model->config.summary() + ", " + o.split + ", N=" + std::to_string(r.N);
+  write_file_atomically(dir + "spectrum.csv", rank_csv(r));
+  write_file_atomically(dir + "spectrum.svg", rank_plot_svg(r, title));
+  std::printf("%s\n", title.c_str());
+  std::printf("log-prob matrix A [%lld,%lld]: numerical rank %lld of %lld (softmax bound d+2 = %lld)\n",
+              static_cast<long long>(r.N), static_cast<long long>(r.V), static_cast<long long>(r.model.rank),
+              static_cast<long long>(std::min(r.N, r.V)), static_cast<long long>(r.d + 2));
+  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*sqrt(max(N,V)*eps)\n", r.model.sigma.empty() ? 0.0 : r.model.sigma[0],
+              r.model.threshold);
+  std::printf("decoder weight [%lld,%lld]: rank %lld\n", static_cast<long long>(r.V), static_cast<long long>(r.d),
+              static_cast<long long>(r.decoder.rank));
+  if (!std::isnan(r.component_kl)) std::printf("mean pairwise KL between the MoS components: %.4f nats\n", r.component_kl);
+  std::printf("time %.1fs (contexts %.1fs, log-probs %.1fs, Gram + eigenvalues %.1fs); wrote %sspectrum.csv, %sspectrum.svg\n",
+              seconds, r.seconds_contexts, r.seconds_log_probs, r.seconds_spectrum, dir.c_str(), dir.c_str());
+  return 0;
+}
+
+int cmd_bottleneck_demo(const ModelCommandOptions& o) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const DemoConfig& c = o.demo;
+  const std::string dir = out_dir(o.out);
+  std::printf("true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has d=%lld (K=%lld)\n",
+              static_cast<long long>(c.contexts), static_cast<long long>(c.vocab), static_cast<long long>(c.support),
+              static_cast<long long>(c.d), static_cast<long long>(c.experts));
+  const DemoResult r = run_bottleneck_demo(c, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+  std::printf("rank of log P*: %lld; its mean entropy %.3f nats; the softmax bound d+2 = %lld\n",
+              static_cast<long long>(r.true_rank), r.true_entropy, static_cast<long long>(c.d + 2));
+  for (const DemoCurve& curve : r.curves)
+    std::printf("final %-10s KL %.4f  rank %lld\n", head_kind_name(curve.head).c_str(), curve.points.back().kl,
+                static_cast<long long>(curve.points.back().rank));
+  write_file_atomically(dir + "demo.csv", demo_csv(r));
+  write_file_atomically(dir + "demo.svg", demo_plot_svg(r, c));
+  std::printf("wrote %sdemo.csv, %sdemo.svg\n", dir.c_str(), dir.c_str());
+  return 0;
+}
+
 int cmd_model(const std::string& command, int argc, char** argv) {
   ModelCommandOptions o;
   const FlagTable table = model_command_flags(command, o);
@@ -142,6 +203,8 @@ int cmd_model(const std::string& command, int argc, char** argv) {
   }
   if (command == "eval" || command == "dyneval") return cmd_eval(o, command == "dyneval");
   if (command == "generate") return cmd_generate(o);
+  if (command == "rank") return cmd_rank(o);
+  if (command == "bottleneck-demo") return cmd_bottleneck_demo(o);
   if (command == "export") {
     if (o.out == o.model_path())
       throw std::invalid_argument("export: --out " + o.out + " is the model being exported; choose another file");

@@ -10,17 +10,18 @@ namespace mg {
 
 namespace {
 
-// Householder reduction of the symmetric matrix a [n,n] (full storage) to tridiagonal form: diagonal
-// d, subdiagonal e (e[i] couples i-1 and i; e[0] unused). The eigenvalues-only form of the classic
-// tred2 (Golub & Van Loan §8.3.1), keeping both triangles so that every inner loop runs along a row:
-// step i reflects row i's leading part u onto its last entry, p = A u / h, q = p − (uᵀp / 2h) u,
-// A ← A − u qᵀ − q uᵀ on the leading (i × i) block. Rows are split over threads, each row summed by
-// one thread in a fixed order, so the result does not depend on the thread count.
+// Householder reduction of the symmetric matrix a [n,n] to tridiagonal form: diagonal d, subdiagonal
+// e (e[i] couples i-1 and i; e[0] unused). The eigenvalues-only form of the classic tred2 (Golub &
+// Van Loan §8.3.1) on the lower triangle: step i reflects row i's leading part u onto its last
+// entry, p = A u / h, q = p − (uᵀp / 2h) u, A ← A − u qᵀ − q uᵀ on the leading (i × i) block.
+// The work is two passes over that triangle per step, limited by memory bandwidth, so it runs on
+// one thread: a thread team's barrier per step costs more than it gains, badly so on a busy machine
+// (and one thread in a fixed order gives the same bits everywhere).
 void tridiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d, std::vector<double>& e) {
   std::vector<double> u(n), p(n);
   for (int64_t i = n - 1; i > 0; --i) {
     const int64_t m = i;  // the leading block is [0, m)
-    double* row = &a[i * n];
+    const double* row = &a[i * n];
     double scale = 0;
     for (int64_t k = 0; k < m; ++k) scale += std::fabs(row[k]);
     if (m == 1 || scale == 0) {
@@ -34,24 +35,28 @@ void tridiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d, s
     e[i] = scale * g;
     h -= f * g;
     u[m - 1] = f - g;
-#pragma omp parallel for schedule(static) if (m > 128)  // small blocks: a thread team costs more
+    // p = A u from the lower triangle alone: row j gives p_j its k ≤ j part and p_k (k < j) a_jk u_j.
+    std::fill(p.begin(), p.begin() + m, 0.0);
     for (int64_t j = 0; j < m; ++j) {
       const double* aj = &a[j * n];
+      const double uj = u[j];
       double s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t k = 0; k < m; ++k) s += aj[k] * u[k];
-      p[j] = s / h;
+      for (int64_t k = 0; k < j; ++k) {
+        s += aj[k] * u[k];
+        p[k] += aj[k] * uj;
+      }
+      p[j] += s + aj[j] * uj;
     }
     double up = 0;
-    for (int64_t k = 0; k < m; ++k) up += u[k] * p[k];
+    for (int64_t k = 0; k < m; ++k) p[k] /= h, up += u[k] * p[k];
     const double hh = up / (h + h);
     for (int64_t k = 0; k < m; ++k) p[k] -= hh * u[k];  // p is now q
-#pragma omp parallel for schedule(static) if (m > 128)
     for (int64_t j = 0; j < m; ++j) {
       double* aj = &a[j * n];
       const double uj = u[j], qj = p[j];
 #pragma omp simd
-      for (int64_t k = 0; k < m; ++k) aj[k] -= uj * p[k] + qj * u[k];
+      for (int64_t k = 0; k <= j; ++k) aj[k] -= uj * p[k] + qj * u[k];
     }
   }
   for (int64_t i = 0; i < n; ++i) d[i] = a[i * n + i];

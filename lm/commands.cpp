@@ -127,6 +127,25 @@ TrainConfig parse_train_command(const std::string& command, int argc, char** arg
   return cfg;
 }
 
+FlagTable graph_flags(TrainConfig& cfg, std::string& out) {
+  FlagTable t = cfg.flag_table();
+  t.push_back(text_flag("out", "FILE", "output", "the DOT file to write (default graph.dot; FILE.svg too when dot is installed)", out));
+  return t;
+}
+
+TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help) {
+  TrainConfig probe;
+  std::string ignored;
+  const ParsedArgs a = parse_command_line("graph", argc, argv, 2, switches_of(graph_flags(probe, ignored)));
+  *help = a.help;
+  TrainConfig cfg = preset_config(a.get("preset", "tiny"));
+  *out = "graph.dot";
+  const FlagTable table = graph_flags(cfg, *out);
+  if (!a.help)
+    for (const auto& [name, value] : a.flags) apply_flag(table, "graph", name, value);
+  return cfg;
+}
+
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv) {
   const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(table));
   if (!a.help)

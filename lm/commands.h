@@ -42,6 +42,10 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
 // checked before any work starts. Both return with *help / true when --help was given (nothing applied).
 // train/finetune: the preset first (it sets every flag), then the flags given, in order; --data resolved.
 TrainConfig parse_train_command(const std::string& command, int argc, char** argv, bool* help);
+// graph: the train flags (preset default tiny) plus --out FILE (default graph.dot).
+TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help);
+// The graph command's table: cfg's flags and --out bound to *out.
+FlagTable graph_flags(TrainConfig& cfg, std::string& out);
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
 
 }  // namespace mg

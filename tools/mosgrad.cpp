@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -23,6 +24,7 @@
 #include "lm/evaluate.h"
 #include "lm/generate.h"
 #include "lm/learning_curves.h"
+#include "lm/model_graph.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
@@ -45,6 +47,7 @@ commands:
   import     turn a .safetensors file back into a mosgrad model checkpoint
   plot       draw RUN_DIR/metrics.jsonl as RUN_DIR/curves.svg
   rank       the softmax bottleneck on a saved model: numerical rank of its log-probability matrix
+  graph      the autograd graph of one forward pass of a model built from the train flags, as DOT
   bottleneck-demo  Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)
   presets    list the presets and their settings
 
@@ -194,6 +197,30 @@ int cmd_bottleneck_demo(const ModelCommandOptions& o) {
   return 0;
 }
 
+int cmd_graph(int argc, char** argv) {
+  std::string out;
+  bool help = false;
+  TrainConfig cfg = parse_graph_command(argc, argv, &out, &help);
+  if (help) {
+    std::printf("mosgrad graph [--preset NAME] [model flags] [--out FILE]\n\n%s", flags_help(graph_flags(cfg, out)).c_str());
+    return 0;
+  }
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  write_file_atomically(out, model_graph_dot(cfg));
+  std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
+              static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));
+  if (std::system("command -v dot > /dev/null 2>&1") == 0) {
+    std::string quoted = "'";  // the path inside single quotes for the shell
+    for (char ch : out) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    quoted += "'";
+    if (std::system(("dot -Tsvg " + quoted + " -o " + quoted.substr(0, quoted.size() - 1) + ".svg'").c_str()) == 0)
+      std::printf("wrote %s.svg\n", out.c_str());
+  } else {
+    std::printf("(Graphviz's dot is not installed: dot -Tsvg %s -o %s.svg draws it)\n", out.c_str(), out.c_str());
+  }
+  return 0;
+}
+
 int cmd_model(const std::string& command, int argc, char** argv) {
   ModelCommandOptions o;
   const FlagTable table = model_command_flags(command, o);
@@ -250,6 +277,7 @@ int run(int argc, char** argv) {
   const auto& names = model_command_names();
   if (std::find(names.begin(), names.end(), command) != names.end()) return cmd_model(command, argc, argv);
   if (command == "plot") return cmd_plot(argc, argv);
+  if (command == "graph") return cmd_graph(argc, argv);
   if (command == "presets") {
     for (const std::string& name : preset_names()) {
       const TrainConfig c = preset_config(name);

@@ -18,46 +18,57 @@ namespace {
 // one thread: a thread team's barrier per step costs more than it gains, badly so on a busy machine
 // (and one thread in a fixed order gives the same bits everywhere).
 void tridiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d, std::vector<double>& e) {
-  std::vector<double> u(n), p(n);
+  // One pass over the triangle per step instead of two: step i's rank-2 update of a row is applied
+  // just before step i−1's product p = A u reads that row (row i−1 itself is updated first, as it
+  // gives step i−1's u). u, q: the pending update; nu, p: the reflector being built.
+  std::vector<double> u(n), q(n), nu(n), p(n);
+  bool pending = false;
   for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t m = i;  // the leading block is [0, m)
-    const double* row = &a[i * n];
+    const int64_t m = i;  // this step's block is [0, m)
+    double* row = &a[i * n];
+    if (pending)
+      for (int64_t k = 0; k <= i; ++k) row[k] -= u[i] * q[k] + q[i] * u[k];
     double scale = 0;
     for (int64_t k = 0; k < m; ++k) scale += std::fabs(row[k]);
-    if (m == 1 || scale == 0) {
-      e[i] = row[m - 1];
-      continue;
-    }
+    const bool reflect = m > 1 && scale > 0;
     double h = 0;
-    for (int64_t k = 0; k < m; ++k) u[k] = row[k] / scale, h += u[k] * u[k];
-    const double f = u[m - 1];
-    const double g = f >= 0 ? -std::sqrt(h) : std::sqrt(h);
-    e[i] = scale * g;
-    h -= f * g;
-    u[m - 1] = f - g;
-    // p = A u from the lower triangle alone: row j gives p_j its k ≤ j part and p_k (k < j) a_jk u_j.
-    std::fill(p.begin(), p.begin() + m, 0.0);
-    for (int64_t j = 0; j < m; ++j) {
-      const double* aj = &a[j * n];
-      const double uj = u[j];
-      double s = 0;
-#pragma omp simd reduction(+ : s)
-      for (int64_t k = 0; k < j; ++k) {
-        s += aj[k] * u[k];
-        p[k] += aj[k] * uj;
-      }
-      p[j] += s + aj[j] * uj;
+    if (!reflect) {
+      e[i] = row[m - 1];
+    } else {
+      for (int64_t k = 0; k < m; ++k) nu[k] = row[k] / scale, h += nu[k] * nu[k];
+      const double f = nu[m - 1];
+      const double g = f >= 0 ? -std::sqrt(h) : std::sqrt(h);
+      e[i] = scale * g;
+      h -= f * g;
+      nu[m - 1] = f - g;
+      std::fill(p.begin(), p.begin() + m, 0.0);
     }
-    double up = 0;
-    for (int64_t k = 0; k < m; ++k) p[k] /= h, up += u[k] * p[k];
-    const double hh = up / (h + h);
-    for (int64_t k = 0; k < m; ++k) p[k] -= hh * u[k];  // p is now q
+    // Rows j < m: the pending update, then (p = A nu from the lower triangle alone) row j gives p_j
+    // its k ≤ j part and each p_k (k < j) a_jk nu_j.
     for (int64_t j = 0; j < m; ++j) {
       double* aj = &a[j * n];
-      const double uj = u[j], qj = p[j];
+      if (pending) {
+        const double uj = u[j], qj = q[j];
 #pragma omp simd
-      for (int64_t k = 0; k <= j; ++k) aj[k] -= uj * p[k] + qj * u[k];
+        for (int64_t k = 0; k <= j; ++k) aj[k] -= uj * q[k] + qj * u[k];
+      }
+      if (reflect) {
+        const double vj = nu[j];
+        double s = 0;
+#pragma omp simd reduction(+ : s)
+        for (int64_t k = 0; k < j; ++k) {
+          s += aj[k] * nu[k];
+          p[k] += aj[k] * vj;
+        }
+        p[j] += s + aj[j] * vj;
+      }
     }
+    pending = reflect;
+    if (!reflect) continue;
+    double up = 0;
+    for (int64_t k = 0; k < m; ++k) p[k] /= h, up += nu[k] * p[k];
+    const double hh = up / (h + h);
+    for (int64_t k = 0; k < m; ++k) q[k] = p[k] - hh * nu[k], u[k] = nu[k];
   }
   for (int64_t i = 0; i < n; ++i) d[i] = a[i * n + i];
 }

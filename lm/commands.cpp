@@ -87,7 +87,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
   } else if (command == "bottleneck-demo") {
     const std::string demo = "demo";
     o.out = "bottleneck-demo", o.threads = 1;
-    t = {int_flag("dim", demo, "d, every head's context and decoder size (default 4)", o.demo.d, 1, 64),
+    t = {int_flag("dim", demo, "d, every head's context and decoder size (default 4)", o.demo.d, 1, 63),  // < V = 64
          int_flag("experts", demo, "K, components of MoS and MoC (default 4)", o.demo.experts, 2, 64),
          int_flag("steps", demo, "Adam steps per head (default 1500)", o.demo.steps, 1, 1000000),
          Flag{"seed", "N", "seed of the true distribution and the initial weights (default 1)", demo,

@@ -142,12 +142,12 @@ int cmd_generate(const ModelCommandOptions& o) {
   return 0;
 }
 
-// --out DIR for rank and bottleneck-demo: created if missing; an existing file there is an error.
-std::string out_dir(const std::string& dir) {
+// --out DIR for rank and bottleneck-demo: checked before any work (an existing file there is an
+// error), created only when there is something to write.
+std::string check_out_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (fs::exists(dir) && !fs::is_directory(dir))
     throw std::invalid_argument("--out " + dir + " is a file, not a directory; choose another --out");
-  fs::create_directories(dir);
   return dir + "/";
 }
 
@@ -157,11 +157,12 @@ int cmd_rank(const ModelCommandOptions& o) {
   LoadedModel lm = load_for(o);
   const Corpus corpus = load_corpus(data_dir, 1000000);
   check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
-  const std::string dir = out_dir(o.out);
+  const std::string dir = check_out_dir(o.out);
   const auto t0 = std::chrono::steady_clock::now();
   const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string title = lm.model->config.summary() + ", " + o.split + ", N=" + std::to_string(r.N);
+  std::filesystem::create_directories(o.out);
   write_file_atomically(dir + "spectrum.csv", rank_csv(r));
   write_file_atomically(dir + "spectrum.svg", rank_plot_svg(r, title));
   std::printf("%s\n", title.c_str());
@@ -181,7 +182,7 @@ int cmd_rank(const ModelCommandOptions& o) {
 int cmd_bottleneck_demo(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const DemoConfig& c = o.demo;
-  const std::string dir = out_dir(o.out);
+  const std::string dir = check_out_dir(o.out);
   std::printf("true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has d=%lld (K=%lld)\n",
               static_cast<long long>(c.contexts), static_cast<long long>(c.vocab), static_cast<long long>(c.support),
               static_cast<long long>(c.d), static_cast<long long>(c.experts));
@@ -191,6 +192,7 @@ int cmd_bottleneck_demo(const ModelCommandOptions& o) {
   for (const DemoCurve& curve : r.curves)
     std::printf("final %-10s KL %.4f  rank %lld\n", head_kind_name(curve.head).c_str(), curve.points.back().kl,
                 static_cast<long long>(curve.points.back().rank));
+  std::filesystem::create_directories(o.out);
   write_file_atomically(dir + "demo.csv", demo_csv(r));
   write_file_atomically(dir + "demo.svg", demo_plot_svg(r, c));
   std::printf("wrote %sdemo.csv, %sdemo.svg\n", dir.c_str(), dir.c_str());

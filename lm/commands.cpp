@@ -13,7 +13,8 @@ std::string ModelCommandOptions::model_path() const {
 }
 
 const std::vector<std::string>& model_command_names() {
-  static const std::vector<std::string> names = {"eval", "dyneval", "generate", "export", "import"};
+  static const std::vector<std::string> names = {"eval", "dyneval", "generate", "export", "import",
+                                                     "rank", "bottleneck-demo"};
   return names;
 }
 
@@ -77,6 +78,34 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
     o.out = "imported.ckpt";
     t = {text_flag("in", "FILE", in, "the .safetensors file to read (required)", o.in),
          text_flag("out", "FILE", out, "the checkpoint to write (default imported.ckpt)", o.out)};
+  } else if (command == "rank") {
+    const std::string an = "rank";
+    o.split = "valid", o.out = "rank";
+    t = model_rows;
+    t.insert(t.end(), {data, choice_flag("split", in, "which part of the corpus gives the contexts (default valid)",
+                                         o.split, {"valid", "test", "train"}),
+                       device, threads,
+                       int_flag("contexts", an, "N: the first N targets of the split (default 2000; 0: all of them)",
+                                o.rank.contexts, 0, kMaxCount),
+                       int_flag("batch_size", an, "columns the split is cut into (default 10, as for valid)",
+                                o.rank.batch_size, 1, kMaxSize),
+                       int_flag("bptt", an, "segment length of the forward passes (default 70)", o.rank.bptt, 1, kMaxSize),
+                       text_flag("out", "DIR", out, "directory for spectrum.csv and spectrum.svg (default rank)", o.out)});
+  } else if (command == "bottleneck-demo") {
+    const std::string demo = "demo";
+    o.out = "bottleneck-demo", o.threads = 1;
+    t = {int_flag("dim", demo, "d, every head's context and decoder size (default 4)", o.demo.d, 1, 63),  // < V = 64
+         int_flag("experts", demo, "K, components of MoS and MoC (default 4)", o.demo.experts, 2, 64),
+         int_flag("steps", demo, "Adam steps per head (default 1500)", o.demo.steps, 1, 1000000),
+         Flag{"seed", "N", "seed of the true distribution and the initial weights (default 1)", demo,
+              [&o](const std::string& v) {
+                int64_t n = 0;
+                int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
+                o.demo.seed = static_cast<uint64_t>(n);
+              }},
+         int_flag("threads", run, "OpenMP threads (default 1: the demo's tensors are too small to split; 0: all cores)",
+                  o.threads, 0, 4096),
+         text_flag("out", "DIR", out, "directory for demo.csv and demo.svg (default bottleneck-demo)", o.out)};
   } else {
     throw std::invalid_argument("no flag table for command '" + command + "'");
   }
@@ -103,6 +132,25 @@ TrainConfig parse_train_command(const std::string& command, int argc, char** arg
   for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
   gemm_path_for(cfg.gemm, cfg.device);  // --gemm reference with --device cuda: refused before the corpus is read
   cfg.data = resolve_data_dir(cfg.data);
+  return cfg;
+}
+
+FlagTable graph_flags(TrainConfig& cfg, std::string& out) {
+  FlagTable t = cfg.flag_table();
+  t.push_back(text_flag("out", "FILE", "output", "the DOT file to write (default graph.dot; FILE.svg too when dot is installed)", out));
+  return t;
+}
+
+TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help) {
+  TrainConfig probe;
+  std::string ignored;
+  const ParsedArgs a = parse_command_line("graph", argc, argv, 2, switches_of(graph_flags(probe, ignored)));
+  *help = a.help;
+  TrainConfig cfg = preset_config(a.get("preset", "tiny"));
+  *out = "graph.dot";
+  const FlagTable table = graph_flags(cfg, *out);
+  if (!a.help)
+    for (const auto& [name, value] : a.flags) apply_flag(table, "graph", name, value);
   return cfg;
 }
 

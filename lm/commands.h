@@ -1,13 +1,16 @@
-// The options of the subcommands that run a saved model (eval, dyneval, generate, export, import),
+// The options of the subcommands that run a saved model (eval, dyneval, generate, export, import,
+// rank) and of bottleneck-demo,
 // as flag tables (lm/flags.h): tools/mosgrad.cpp parses with them, --help prints them, and a test
 // checks that the README names every flag. train and finetune use TrainConfig::flag_table().
 #pragma once
 
 #include <string>
 
+#include "lm/bottleneck_demo.h"
 #include "lm/dyneval.h"
 #include "lm/flags.h"
 #include "lm/generate.h"
+#include "lm/rank.h"
 #include "lm/train_config.h"
 
 namespace mg {
@@ -26,7 +29,9 @@ struct ModelCommandOptions {
   std::string gemm = "fast";
   DynevalConfig dyneval;
   GenerateConfig generate;
-  std::string out;                 // export / import output
+  std::string out;                 // export / import output; rank / bottleneck-demo output directory
+  RankOptions rank;                // rank
+  DemoConfig demo;                 // bottleneck-demo
   std::string in;                  // import input
   std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt
 };
@@ -39,6 +44,10 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
 // checked before any work starts. Both return with *help / true when --help was given (nothing applied).
 // train/finetune: the preset first (it sets every flag), then the flags given, in order; --data resolved.
 TrainConfig parse_train_command(const std::string& command, int argc, char** argv, bool* help);
+// graph: the train flags (preset default tiny) plus --out FILE (default graph.dot).
+TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help);
+// The graph command's table: cfg's flags and --out bound to *out.
+FlagTable graph_flags(TrainConfig& cfg, std::string& out);
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
 
 }  // namespace mg

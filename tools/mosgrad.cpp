@@ -1,24 +1,30 @@
-// The `mosgrad` command: train, finetune, eval, dyneval, generate, export, import, plot.
+// The `mosgrad` command: train, finetune, eval, dyneval, generate, export, import, plot, rank,
+// bottleneck-demo.
 //   mosgrad train --preset small-mos --data ../shared/data/ptb
 //   mosgrad <command> --help
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "lm/batching.h"
 #include "lm/commands.h"
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
 #include "lm/learning_curves.h"
+#include "lm/model_graph.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
@@ -40,6 +46,9 @@ commands:
   export     write a saved model as .safetensors (PyTorch parameter names, flags in __metadata__)
   import     turn a .safetensors file back into a mosgrad model checkpoint
   plot       draw RUN_DIR/metrics.jsonl as RUN_DIR/curves.svg
+  rank       the softmax bottleneck on a saved model: numerical rank of its log-probability matrix
+  graph      the autograd graph of one forward pass of a model built from the train flags, as DOT
+  bottleneck-demo  Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)
   presets    list the presets and their settings
 
 'mosgrad <command> --help' lists that command's flags.
@@ -136,6 +145,87 @@ int cmd_generate(const ModelCommandOptions& o) {
   return 0;
 }
 
+// --out DIR for rank and bottleneck-demo: checked before any work (an existing file there is an
+// error), created only when there is something to write.
+std::string check_out_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(dir) && !fs::is_directory(dir))
+    throw std::invalid_argument("--out " + dir + " is a file, not a directory; choose another --out");
+  return dir + "/";
+}
+
+int cmd_rank(const ModelCommandOptions& o) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  LoadedModel lm = load_for(o);
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const std::string dir = check_out_dir(o.out);
+  const auto t0 = std::chrono::steady_clock::now();
+  const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string title = lm.model->config.summary() + ", " + o.split + ", N=" + std::to_string(r.N);
+  std::filesystem::create_directories(o.out);
+  write_file_atomically(dir + "spectrum.csv", rank_csv(r));
+  write_file_atomically(dir + "spectrum.svg", rank_plot_svg(r, title));
+  std::printf("%s\n", title.c_str());
+  std::printf("log-prob matrix A [%lld,%lld]: numerical rank %lld of %lld (softmax bound d+2 = %lld)\n",
+              static_cast<long long>(r.N), static_cast<long long>(r.V), static_cast<long long>(r.model.rank),
+              static_cast<long long>(std::min(r.N, r.V)), static_cast<long long>(r.d + 2));
+  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*sqrt(max(N,V)*eps)\n", r.model.sigma.empty() ? 0.0 : r.model.sigma[0],
+              r.model.threshold);
+  std::printf("decoder weight [%lld,%lld]: rank %lld\n", static_cast<long long>(r.V), static_cast<long long>(r.d),
+              static_cast<long long>(r.decoder.rank));
+  if (!std::isnan(r.component_kl)) std::printf("mean pairwise KL between the MoS components: %.4f nats\n", r.component_kl);
+  std::printf("time %.1fs (contexts %.1fs, log-probs %.1fs, Gram + eigenvalues %.1fs); wrote %sspectrum.csv, %sspectrum.svg\n",
+              seconds, r.seconds_contexts, r.seconds_log_probs, r.seconds_spectrum, dir.c_str(), dir.c_str());
+  return 0;
+}
+
+int cmd_bottleneck_demo(const ModelCommandOptions& o) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const DemoConfig& c = o.demo;
+  const std::string dir = check_out_dir(o.out);
+  std::printf("true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has d=%lld (K=%lld)\n",
+              static_cast<long long>(c.contexts), static_cast<long long>(c.vocab), static_cast<long long>(c.support),
+              static_cast<long long>(c.d), static_cast<long long>(c.experts));
+  const DemoResult r = run_bottleneck_demo(c, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+  std::printf("rank of log P*: %lld; its mean entropy %.3f nats; the softmax bound d+2 = %lld\n",
+              static_cast<long long>(r.true_rank), r.true_entropy, static_cast<long long>(c.d + 2));
+  for (const DemoCurve& curve : r.curves)
+    std::printf("final %-10s KL %.4f  rank %lld\n", head_kind_name(curve.head).c_str(), curve.points.back().kl,
+                static_cast<long long>(curve.points.back().rank));
+  std::filesystem::create_directories(o.out);
+  write_file_atomically(dir + "demo.csv", demo_csv(r));
+  write_file_atomically(dir + "demo.svg", demo_plot_svg(r, c));
+  std::printf("wrote %sdemo.csv, %sdemo.svg\n", dir.c_str(), dir.c_str());
+  return 0;
+}
+
+int cmd_graph(int argc, char** argv) {
+  std::string out;
+  bool help = false;
+  TrainConfig cfg = parse_graph_command(argc, argv, &out, &help);
+  if (help) {
+    std::printf("mosgrad graph [--preset NAME] [model flags] [--out FILE]\n\n%s", flags_help(graph_flags(cfg, out)).c_str());
+    return 0;
+  }
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  write_file_atomically(out, model_graph_dot(cfg));
+  std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
+              static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));
+  if (std::system("command -v dot > /dev/null 2>&1") == 0) {
+    std::string quoted = "'";  // the path inside single quotes for the shell
+    for (char ch : out) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    quoted += "'";
+    if (std::system(("dot -Tsvg " + quoted + " -o " + quoted.substr(0, quoted.size() - 1) + ".svg'").c_str()) == 0)
+      std::printf("wrote %s.svg\n", out.c_str());
+  } else {
+    std::printf("(Graphviz's dot is not installed: dot -Tsvg %s -o %s.svg draws it)\n", out.c_str(), out.c_str());
+  }
+  return 0;
+}
+
 int cmd_model(const std::string& command, int argc, char** argv) {
   ModelCommandOptions o;
   const FlagTable table = model_command_flags(command, o);
@@ -145,6 +235,8 @@ int cmd_model(const std::string& command, int argc, char** argv) {
   }
   if (command == "eval" || command == "dyneval") return cmd_eval(o, command == "dyneval");
   if (command == "generate") return cmd_generate(o);
+  if (command == "rank") return cmd_rank(o);
+  if (command == "bottleneck-demo") return cmd_bottleneck_demo(o);
   if (command == "export") {
     if (o.out == o.model_path())
       throw std::invalid_argument("export: --out " + o.out + " is the model being exported; choose another file");
@@ -190,6 +282,7 @@ int run(int argc, char** argv) {
   const auto& names = model_command_names();
   if (std::find(names.begin(), names.end(), command) != names.end()) return cmd_model(command, argc, argv);
   if (command == "plot") return cmd_plot(argc, argv);
+  if (command == "graph") return cmd_graph(argc, argv);
   if (command == "presets") {
     for (const std::string& name : preset_names()) {
       const TrainConfig c = preset_config(name);

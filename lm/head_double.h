@@ -1,0 +1,43 @@
+// An output head's log-probabilities recomputed in double precision from its (float) parameters,
+// for measuring the rank of the log-probability matrix (lm/spectrum.h): in float, rounding noise of
+// ~1e-7 relative would fill the null space of a softmax head and every model would look full rank.
+//
+// The same equations as nn/heads.cpp in eval mode (no dropout), one context h [H] at a time:
+//   softmax     log p = log_softmax(W h + b)
+//   sigsoftmax  log p = s − logsumexp(s), s = z + log σ(z), z = W h + b     (Kanai et al. 2018, eq. 9)
+//   mos/mosig   log p = logsumexp_k(log π_k + log p_k), π = softmax(W_π h),
+//               h_k = tanh(W_h h + b_h)_k, p_k = (sig)softmax(W h_k + b)     (Yang et al. 2017, eq. 3)
+//   moc         log p = log_softmax(W Σ_k π_k h_k + b)
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nn/heads.h"
+
+namespace mg {
+
+class DoubleHead {
+ public:
+  explicit DoubleHead(const OutputHead& head);  // copies the parameters to double (CPU)
+
+  // h [N,H] row-major floats -> A [N,V] row-major log-probabilities. Rows are split over threads,
+  // each computed by one thread, so the result does not depend on the thread count.
+  std::vector<double> log_probs(const float* h, int64_t N) const;
+  // The MoS components' mean pairwise KL(p_k || p_l) over k ≠ l, averaged over the N contexts: near
+  // zero when the K softmaxes say the same thing, large when they specialise. NaN unless the head
+  // is mos or mosig with K ≥ 2.
+  double mean_component_kl(const float* h, int64_t N) const;
+
+  HeadKind kind;
+  int64_t V = 0, H = 0, E = 0, K = 1;  // E: the decoder's input size (= H for softmax heads)
+  std::vector<double> W, b;            // decoder [V,E], [V]
+  std::vector<double> prior, latent, latent_bias;  // mixtures: [K,H], [K*E,H], [K*E]
+
+ private:
+  // One context: out [V] = log p; components [K,V] receives the K components' log p (mos/mosig).
+  void row(const float* h, double* out, double* components) const;
+  void decode(const double* ctx, double* out) const;  // out [V] = log (sig)softmax(W ctx + b)
+};
+
+}  // namespace mg

@@ -69,9 +69,13 @@ void corpus(const uint8_t* data, size_t size) {
 }
 
 void flags(const uint8_t* data, size_t size) {
-  static const char* kCommands[] = {"train", "finetune", "eval", "dyneval", "generate", "export", "import"};
+  static const std::vector<std::string> commands = [] {
+    std::vector<std::string> all = {"train", "finetune"};
+    for (const std::string& c : mg::model_command_names()) all.push_back(c);
+    return all;
+  }();
   if (size == 0) return;
-  const std::string command = kCommands[data[0] % 7];
+  const std::string command = commands[data[0] % commands.size()];
   std::vector<std::string> words = {"mosgrad", command};
   std::string word;
   for (size_t i = 1; i < size; ++i) {

@@ -26,8 +26,9 @@ void safetensors(const uint8_t* data, size_t size);
 // A corpus: the bytes up to the first 0xFF are the training text (vocabulary grows), the rest the
 // validation text (unknown words become <unk>); every id must index the vocabulary.
 void corpus(const uint8_t* data, size_t size);
-// A command line: words separated by NUL bytes; the first picks the subcommand (train, finetune,
-// eval, dyneval, generate, export, import; by its first byte), the rest are its flags.
+// A command line: words separated by NUL bytes; the first byte picks the subcommand (train,
+// finetune, then model_command_names(): eval, dyneval, generate, export, import, rank, ...), the
+// rest are its flags.
 void flags(const uint8_t* data, size_t size);
 
 // Runs f; std::runtime_error and std::invalid_argument (the clear errors) are swallowed, anything

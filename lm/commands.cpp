@@ -67,7 +67,8 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                               int64_t n = 0;
                               int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
                               g.seed = static_cast<uint64_t>(n);
-                            }},
+                            },
+                            [&g] { return std::to_string(g.seed); }},
                        text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)", g.prompt, true)});
     t.insert(t.end(), generate_paths.begin(), generate_paths.end());
   } else if (command == "export") {
@@ -102,7 +103,8 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                 int64_t n = 0;
                 int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
                 o.demo.seed = static_cast<uint64_t>(n);
-              }},
+              },
+              [&o] { return std::to_string(o.demo.seed); }},
          int_flag("threads", run, "OpenMP threads (default 1: the demo's tensors are too small to split; 0: all cores)",
                   o.threads, 0, 4096),
          text_flag("out", "DIR", out, "directory for demo.csv and demo.svg (default bottleneck-demo)", o.out)};

@@ -69,7 +69,15 @@ Flag int_flag(const std::string& name, const std::string& section, const std::st
               throw std::invalid_argument("--" + name + " must be in [" + std::to_string(low) + ", " +
                                           std::to_string(high) + "], got " + text);
             target = v;
-          }};
+          },
+          [&target] { return std::to_string(target); }};
+}
+
+std::string flag_number_text(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
 }
 
 namespace {
@@ -82,7 +90,8 @@ Flag real_flag(const std::string& name, const std::string& section, const std::s
               throw std::invalid_argument("--" + name + " must be in [" + number_str(low) + ", " + number_str(high) +
                                           (high_open ? ")" : "]") + ", got " + text);
             target = static_cast<T>(v);
-          }};
+          },
+          [&target] { return flag_number_text(target); }};
 }
 }  // namespace
 
@@ -101,7 +110,8 @@ Flag bool_flag(const std::string& name, const std::string& section, const std::s
             if (text == "1" || text == "true" || text == "yes") target = true;
             else if (text == "0" || text == "false" || text == "no") target = false;
             else throw std::invalid_argument("--" + name + " expects true or false, got '" + text + "'");
-          }};
+          },
+          [&target] { return std::string(target ? "1" : "0"); }};
 }
 
 Flag choice_flag(const std::string& name, const std::string& section, const std::string& help, std::string& target,
@@ -112,7 +122,8 @@ Flag choice_flag(const std::string& name, const std::string& section, const std:
             if (std::find(choices.begin(), choices.end(), text) == choices.end())
               throw std::invalid_argument("--" + name + " expects one of " + joined + ", got '" + text + "'");
             target = text;
-          }};
+          },
+          [&target] { return target; }};
 }
 
 Flag text_flag(const std::string& name, const std::string& value, const std::string& section, const std::string& help,
@@ -120,7 +131,8 @@ Flag text_flag(const std::string& name, const std::string& value, const std::str
   return {name, value, help, section, [name, &target, allow_empty](const std::string& text) {
             if (text.empty() && !allow_empty) throw std::invalid_argument("--" + name + " needs a value");
             target = text;
-          }};
+          },
+          [&target] { return target; }};
 }
 
 void apply_flag(const FlagTable& table, const std::string& command, const std::string& raw_name,

@@ -19,10 +19,16 @@ struct Flag {
   std::string section;  // heading the flag is listed under in --help
   // Parses `text` and stores it; throws std::invalid_argument "--name expects ..., got 'text'".
   std::function<void(const std::string& text)> set;
+  // The value as text (integers in full, numbers to 9 digits, booleans 1/0): what a checkpoint
+  // records of the config (TrainConfig::to_map). Empty: not recorded.
+  std::function<std::string()> get;
 };
 using FlagTable = std::vector<Flag>;
 
-// Rows for the usual kinds, each checking its range: integers in [low, high], numbers in [low, high]
+// Numbers as the checkpoint records them: 9 significant digits (a float round-trips).
+std::string flag_number_text(double v);
+
+// Rows for the usual kinds, each checking its range and reading its value back (get): integers in [low, high], numbers in [low, high]
 // (or [low, high) when high_open), booleans (true/false, 1/0, yes/no), one of a list of words, and
 // free text (non-empty unless allow_empty).
 Flag int_flag(const std::string& name, const std::string& section, const std::string& help, int64_t& target,

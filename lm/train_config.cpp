@@ -7,26 +7,16 @@
 
 namespace mg {
 
-namespace {
-std::string num(double v) {
-  std::ostringstream os;
-  os.precision(9);
-  os << v;
-  return os.str();
-}
-}  // namespace
 
 std::map<std::string, std::string> TrainConfig::to_map() const {
+  // Every flag of the table, read back through its row: the checkpoint's record of the run (the
+  // model's under "model.<flag>", as ModelConfig::to_map writes them), so a new flag is recorded
+  // by being in the table. The reference paths are a record only: a run may resume on others.
+  TrainConfig copy = *this;  // the table binds to a config it may write; this one stays const
   std::map<std::string, std::string> m;
-  for (const auto& [k, v] : model.to_map()) m["model." + k] = v;
-  m["preset"] = preset, m["optimizer"] = optimizer, m["lr"] = num(lr), m["clip"] = num(clip);
-  m["alpha"] = num(alpha), m["beta"] = num(beta), m["wdecay"] = num(wdecay), m["epochs"] = num(epochs);
-  m["batch_size"] = num(batch_size), m["bptt"] = num(bptt), m["seed"] = std::to_string(seed);
-  m["nonmono"] = num(nonmono), m["max_seq_len_delta"] = num(max_seq_len_delta);
-  m["variable_bptt"] = variable_bptt ? "1" : "0";
-  m["max_train_tokens"] = num(max_train_tokens), m["max_eval_tokens"] = num(max_eval_tokens);
-  // Which paths computed the run (a record only: a run may resume on others, which agree to rounding).
-  m["fused_lstm"] = model.fused_lstm ? "1" : "0", m["fused_head"] = model.fused_head ? "1" : "0", m["gemm"] = gemm;
+  for (const auto& [k, v] : model.to_map()) m["model." + k] = v;  // ntoken too, which is no flag
+  for (const Flag& f : copy.flag_table())
+    if (f.get) m[(f.section == "model" ? "model." : "") + f.name] = f.get();
   return m;
 }
 
@@ -58,8 +48,9 @@ constexpr int64_t kMaxCount = int64_t{1} << 40;  // steps, tokens, intervals
 FlagTable TrainConfig::flag_table() {
   const std::string run = "data and run", model_s = "model", opt = "optimisation";
   auto custom = [](const std::string& name, const std::string& value, const std::string& section,
-                   const std::string& help, std::function<void(const std::string&)> set) {
-    return Flag{name, value, help, section, std::move(set)};
+                   const std::string& help, std::function<void(const std::string&)> set,
+                   std::function<std::string()> get) {
+    return Flag{name, value, help, section, std::move(set), std::move(get)};
   };
   FlagTable table = {
       custom("preset", "NAME", run, "start from a preset (default small-mos; see `mosgrad presets`)",
@@ -67,21 +58,25 @@ FlagTable TrainConfig::flag_table() {
                const auto names = preset_names();
                if (std::find(names.begin(), names.end(), v) == names.end()) preset_config(v);  // throws, listing them
                preset = v;
-             }),
+             },
+             [this] { return preset; }),
       text_flag("data", "DIR", run, "corpus directory (ptb.*.txt or wiki.*.tokens); else $MOSGRAD_DATA, else data/ptb", data),
       text_flag("save", "DIR", run, "run directory (default runs/<preset>): checkpoint.ckpt, best.ckpt, metrics.jsonl, curves.svg", save),
       custom("resume", "", run, "continue from <save>/checkpoint.ckpt exactly where it stopped",
-             [this](const std::string& v) { bool b = false; bool_flag("resume", "", "", b).set(v); resume = b; }),
+             [this](const std::string& v) { bool b = false; bool_flag("resume", "", "", b).set(v); resume = b; },
+             [this] { return std::string(resume ? "1" : "0"); }),
       int_flag("epochs", run, "stop cleanly (a checkpoint is saved) after this many epochs", epochs, 1, kMaxCount),
       double_flag("max_minutes", run, "... or after this many minutes (0: no limit)", max_minutes, 0, 1e9),
       int_flag("max_steps", run, "... or after this many optimizer steps (0: no limit)", max_steps, 0, kMaxCount),
       custom("threads", "N", run, "OpenMP threads (0: all cores)",
-             [this](const std::string& v) { int64_t n = 0; int_flag("threads", "", "", n, 0, 4096).set(v); threads = static_cast<int>(n); }),
+             [this](const std::string& v) { int64_t n = 0; int_flag("threads", "", "", n, 0, 4096).set(v); threads = static_cast<int>(n); },
+             [this] { return std::to_string(threads); }),
       custom("device", "cpu|cuda", run, "where to train (cuda needs a `make CUDA=1` build and a GPU)",
              [this](const std::string& v) {
                if (v != "cpu" && v != "cuda") throw std::invalid_argument("--device expects cpu or cuda, got '" + v + "'");
                device = parse_device(v);
-             }),
+             },
+             [this] { return std::string(device == Device::CUDA ? "cuda" : "cpu"); }),
       bool_flag("tf32", run, "let cuBLAS use TF32 tensor cores on the GPU (faster, ~1e-3 relative GEMMs)", tf32),
       int_flag("log_interval", run, "steps between progress lines / metrics records", log_interval, 1, kMaxCount),
       int_flag("max_train_tokens", run, "train on the first N tokens only (0: all)", max_train_tokens, 0, kMaxCount),
@@ -93,7 +88,8 @@ FlagTable TrainConfig::flag_table() {
       int_flag("nlayers", model_s, "LSTM layers", model.nlayers, 1, 64),
       int_flag("n_experts", model_s, "mixture components K (mos, mosig, moc)", model.n_experts, 1, 4096),
       custom("head", "softmax|mos|sigsoftmax|mosig|moc", model_s, "output head",
-             [this](const std::string& v) { model.head = parse_head_kind(v); }),
+             [this](const std::string& v) { model.head = parse_head_kind(v); },
+             [this] { return head_kind_name(model.head); }),
       bool_flag("tied", model_s, "tie the decoder to the encoder's weight", model.tied),
       float_flag("dropout", model_s, "locked dropout on the last LSTM layer's output", model.dropout, 0, 1, true),
       float_flag("dropouth", model_s, "locked dropout between LSTM layers", model.dropouth, 0, 1, true),
@@ -114,7 +110,8 @@ FlagTable TrainConfig::flag_table() {
       bool_flag("variable_bptt", opt, "AWD-LSTM's random segment lengths", variable_bptt),
       int_flag("nonmono", opt, "NT-ASGD: epochs of non-improvement before switching to ASGD", nonmono, 0, kMaxCount),
       custom("seed", "N", opt, "random seed (weights, dropout, BPTT lengths)",
-             [this](const std::string& v) { int64_t n = 0; int_flag("seed", "", "", n, 0, INT64_MAX).set(v); seed = static_cast<uint64_t>(n); }),
+             [this](const std::string& v) { int64_t n = 0; int_flag("seed", "", "", n, 0, INT64_MAX).set(v); seed = static_cast<uint64_t>(n); },
+             [this] { return std::to_string(seed); }),
       choice_flag("optimizer", opt, "sgd (NT-ASGD switches it to asgd) or adam", optimizer, {"sgd", "adam"}),
   };
   const FlagTable paths = reference_path_flags(model.fused_lstm, model.fused_head, gemm);

@@ -137,3 +137,20 @@ TEST(Flags, AnotherVocabularyOfTheSameSizeIsRefused) {
   b.add("dog");
   EXPECT_THROW(check_same_vocab(a, b, "m.ckpt"), std::runtime_error);
 }
+
+// The checkpoint's record of a config is read back through the flag table: every flag is in it,
+// a flag set on the command line shows there, and the model's entries are written exactly as
+// ModelConfig::to_map writes them (a resumed run compares the two as text).
+TEST(Flags, TheCheckpointRecordIsReadThroughTheTable) {
+  for (const std::string& preset : preset_names()) {
+    TrainConfig c = preset_config(preset);
+    c.set("lr", "0.5"), c.set("dropout", "0.3"), c.set("max-steps", "7"), c.set("head", "moc");
+    const auto m = c.to_map();
+    for (const Flag& f : c.flag_table())
+      EXPECT_EQ(m.count((f.section == "model" ? "model." : "") + f.name), 1u) << preset << ": --" << f.name;
+    EXPECT_EQ(m.at("lr"), "0.5");
+    EXPECT_EQ(m.at("max_steps"), "7");
+    EXPECT_EQ(m.at("model.head"), "moc");
+    for (const auto& [key, value] : c.model.to_map()) EXPECT_EQ(m.at("model." + key), value) << preset << ": " << key;
+  }
+}

@@ -38,10 +38,14 @@ std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens
 // it is still finite ("ppl inf"): such weights must neither train on nor be kept as the best model.
 double diverged_loss(int64_t V) { return std::max(20.0, 4.0 * std::log(static_cast<double>(V))); }
 
-std::string diverged_message(const std::string& what, double loss, int64_t step, int64_t V, const std::string& state_path) {
-  return "training diverged: the " + what + " is " + std::to_string(loss) + " nats per word at step " +
-         std::to_string(step) + " (guessing uniformly scores ln V = " + std::to_string(std::log(static_cast<double>(V))) +
-         "); nothing was saved, and " + state_path + " (if any) holds the last good state (lower --lr?)";
+std::string diverged_message(const std::string& what, double value, int64_t step, int64_t V, const std::string& state_path) {
+  const bool norm = what == "gradient norm";  // checked before the update; a loss after it
+  return "training diverged: the " + what + " is " + std::to_string(value) + (norm ? "" : " nats per word") +
+         " at step " + std::to_string(step) +
+         (norm ? "; the weights were not updated"
+               : " (guessing uniformly scores ln V = " + std::to_string(std::log(static_cast<double>(V))) + ")") +
+         "; nothing was saved, and " + state_path + " (if any) holds the last good state (lower --lr" +
+         (norm ? " or --clip?)" : "?)");
 }
 
 // Never replace a user's run with a worse or half-made one: without --resume a directory that holds
@@ -149,6 +153,9 @@ void start_state(const TrainConfig& cfg, const Corpus& corpus, bool finetune, co
     st.best_val = evaluate(model, val_data, cfg.bptt).loss;
     say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) + ")");
   }
+  say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
+      (cfg.device == Device::CUDA ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
+                                  : std::to_string(num_threads()) + " threads"));
 }
 
 // NT-ASGD (AWD-LSTM §3): switch SGD -> ASGD once validation is worse than the best of all epochs
@@ -212,9 +219,7 @@ void clear_training_stop() { g_stop = 0; }
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks, bool finetune) {
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   const RunFiles files(cfg, finetune);
-  const std::function<void(const std::string&)> say = [&](const std::string& line) {
-    if (hooks.display) hooks.display->message(line);
-  };
+  const auto say = [&](const std::string& line) { if (hooks.display) hooks.display->message(line); };
 
   // ---- data: B columns for training, eval_batch_size for validation; the run directory, locked ----
   const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
@@ -235,9 +240,6 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   std::unique_ptr<Optimizer> opt;
   Hidden hidden = model.init_hidden(cfg.batch_size);
   start_state(cfg, corpus, finetune, files, val_data, model, opt, st, hidden, bptt_gen, say);
-  say(model_cfg.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
-      (cfg.device == Device::CUDA ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
-                                  : std::to_string(num_threads()) + " threads"));
 
   if (cfg.resume) drop_records_after(files.metrics, st.step);  // records written after the checkpoint
   MetricsWriter metrics(files.metrics);
@@ -266,9 +268,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       regularised_loss(out, cfg.alpha, cfg.beta).backward();
       const double norm = clip_grad_norm(params, cfg.clip);
       if (!std::isfinite(norm))  // the update would make the weights NaN: stop while they are still good
-        throw std::runtime_error("training diverged: the gradient norm is " + std::to_string(norm) + " at step " +
-                                 std::to_string(st.step + 1) + "; the weights were not updated, and " + files.state +
-                                 " (if any) holds the last good state (lower --lr or --clip?)");
+        throw std::runtime_error(diverged_message("gradient norm", norm, st.step + 1, model_cfg.ntoken, files.state));
       opt->step(lr);
       opt->zero_grad();
       hidden = out.hidden;

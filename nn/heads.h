@@ -1,6 +1,6 @@
 // Output heads: from the last LSTM layer's output to log-probabilities over the vocabulary. The
 // softmax bottleneck (Yang et al. 2017): a single softmax of h W^T gives a log-prob matrix of rank
-// <= H+1; the mixtures (MoS, MoSig) break that bound, MoC (mixing contexts before one softmax) does
+// <= H+2 (H + bias + normaliser; the paper counts H+1); the mixtures (MoS, MoSig) break that bound, MoC (mixing contexts before one softmax) does
 // not and is the low-rank control.
 //
 // Every head takes h [N,H] (N = T*B rows in [T,B] order) and returns log p [N,V]; B is needed for

@@ -38,8 +38,8 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
 bool sole_owner(const Tensor& t) {
   const TensorImpl& impl = t.impl();
   return t.impl_ptr().use_count() == 1 && impl.storage.use_count() == 1 && impl.offset == 0 &&
-         t.is_contiguous() && static_cast<size_t>(t.numel()) == impl.storage->size && !impl.grad_fn &&
-         !impl.requires_grad && !impl.grad;
+         t.is_contiguous() && static_cast<size_t>(t.numel()) == impl.storage->size &&
+         !impl.grad_fn && !impl.requires_grad && !impl.grad;
 }
 
 // may_adopt: grad was just returned by a backward function, so the engine's vector holds the only
@@ -152,8 +152,10 @@ std::string graph_text(const Tensor& root) {
     for (const Tensor& in : node->inputs) {
       if (!in.defined()) continue;
       os << ' ' << describe(in);
-      if (in.grad_fn()) os << "(#" << in.grad_fn()->id << ')';
-      else if (in.requires_grad()) os << "(leaf)";
+      if (in.grad_fn())
+        os << "(#" << in.grad_fn()->id << ')';
+      else if (in.requires_grad())
+        os << "(leaf)";
     }
     os << '\n';
   }
@@ -170,8 +172,8 @@ std::string graph_dot(const Tensor& root) {
   while (!stack.empty()) {
     const Node* node = stack.back();
     stack.pop_back();
-    os << "  n" << node->id << " [shape=box,label=\"" << node->op << "\\n" << shape_str(node->out_shape)
-       << "\"];\n";
+    os << "  n" << node->id << " [shape=box,label=\"" << node->op << "\\n"
+       << shape_str(node->out_shape) << "\"];\n";
     for (const Tensor& in : node->inputs) {
       if (!in.defined() || !in.requires_grad()) continue;
       if (in.grad_fn()) {
@@ -192,4 +194,6 @@ std::string graph_dot(const Tensor& root) {
 
 }  // namespace mg
 
-extern "C" void mg_print_graph(const mg::Tensor* root) { std::cerr << mg::graph_text(*root) << std::flush; }
+extern "C" void mg_print_graph(const mg::Tensor* root) {
+  std::cerr << mg::graph_text(*root) << std::flush;
+}

@@ -51,10 +51,11 @@ GradcheckResult gradcheck(const std::string& name,
     const Tensor analytic = x.grad().defined() ? x.grad() : Tensor::zeros(x.shape());
     const std::vector<float> a = analytic.to_vector(), n = numeric.to_vector();
     for (size_t i = 0; i < a.size(); ++i)
-      result.max_abs_diff = std::max(result.max_abs_diff, std::fabs(static_cast<double>(a[i]) - n[i]));
+      result.max_abs_diff =
+          std::max(result.max_abs_diff, std::fabs(static_cast<double>(a[i]) - n[i]));
     const std::string report = compare_tensors(
-        "gradcheck " + name + " input " + std::to_string(k) + " (analytic vs numeric)", analytic, numeric,
-        options.rtol, options.atol);
+        "gradcheck " + name + " input " + std::to_string(k) + " (analytic vs numeric)", analytic,
+        numeric, options.rtol, options.atol);
     if (!report.empty() && result.ok) {
       result.ok = false;
       result.message = report;

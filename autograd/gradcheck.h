@@ -18,7 +18,8 @@ struct GradcheckOptions {
 
 struct GradcheckResult {
   bool ok = true;
-  std::string message;  // "" when ok; else name, input, shape, first bad index, both values, max diff
+  std::string
+      message;  // "" when ok; else name, input, shape, first bad index, both values, max diff
   double max_abs_diff = 0;
 };
 

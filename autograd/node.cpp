@@ -23,8 +23,12 @@ void detach_inputs(Node& node, std::vector<std::shared_ptr<Node>>& pending) {
 }
 }  // namespace
 
-Node::Node() { ++g_live_nodes; }
-int64_t live_node_count() { return g_live_nodes.load(); }
+Node::Node() {
+  ++g_live_nodes;
+}
+int64_t live_node_count() {
+  return g_live_nodes.load();
+}
 
 Node::~Node() {
   --g_live_nodes;
@@ -37,16 +41,24 @@ Node::~Node() {
   }  // each node is destroyed here with no inputs left: no recursion
 }
 
-const std::string& node_op(const Node& node) { return node.op; }
+const std::string& node_op(const Node& node) {
+  return node.op;
+}
 
 namespace {
 // Lets Tensor::debug_string (tensor/print.cpp, which cannot include this folder) name the op.
 [[maybe_unused]] const bool g_namer_installed = (set_grad_fn_namer(&node_op), true);
 }  // namespace
 
-bool is_grad_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = previous_; }
+bool is_grad_enabled() {
+  return g_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : previous_(g_grad_enabled) {
+  g_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  g_grad_enabled = previous_;
+}
 
 Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
   if (!g_grad_enabled) return out;

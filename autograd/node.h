@@ -2,7 +2,8 @@
 //
 // Every op that reads a tensor requiring grad returns a tensor whose grad_fn is a Node holding
 // (1) the op's name, (2) the input tensors, (3) a function mapping d(loss)/d(output) to
-// d(loss)/d(input) for each input. Ops live in autograd/ops_*.cpp, each forward next to its backward.
+// d(loss)/d(input) for each input. Ops live in autograd/ops_*.cpp, each forward next to its
+// backward.
 #pragma once
 
 #include <cstddef>
@@ -31,7 +32,8 @@ class BackwardFn {
   BackwardFn() = default;
   BackwardFn(std::nullptr_t) {}
   template <typename F, typename Fn = std::decay_t<F>,
-            typename = std::enable_if_t<!std::is_same_v<Fn, BackwardFn> && !std::is_same_v<Fn, std::nullptr_t>>>
+            typename = std::enable_if_t<!std::is_same_v<Fn, BackwardFn> &&
+                                        !std::is_same_v<Fn, std::nullptr_t>>>
   BackwardFn(F&& fn) : fn_(new Fn(std::forward<F>(fn))), call_(&call<Fn>), destroy_(&destroy<Fn>) {}
   BackwardFn(BackwardFn&& other) noexcept { swap(other); }
   BackwardFn& operator=(BackwardFn&& other) noexcept {
@@ -74,11 +76,11 @@ class BackwardFn {
 };
 
 struct Node {
-  std::string op;             // "matmul", "log_softmax", ... — shown in graph dumps and errors
-  std::vector<Tensor> inputs; // the tensors the op read (edges of the graph)
-  BackwardFn backward;        // null once the graph has been freed by a backward pass
-  Shape out_shape;            // for graph dumps
-  uint64_t id = 0;            // creation order, handy as a gdb breakpoint condition
+  std::string op;              // "matmul", "log_softmax", ... — shown in graph dumps and errors
+  std::vector<Tensor> inputs;  // the tensors the op read (edges of the graph)
+  BackwardFn backward;         // null once the graph has been freed by a backward pass
+  Shape out_shape;             // for graph dumps
+  uint64_t id = 0;             // creation order, handy as a gdb breakpoint condition
 
   // Releases the (possibly very deep) chain of upstream nodes iteratively: a 70-step, 3-layer LSTM
   // built from ops is thousands of nodes deep, and recursive shared_ptr destruction would overflow
@@ -92,8 +94,8 @@ int64_t live_node_count();
 
 const std::string& node_op(const Node& node);
 
-// Thread-local switch: inside a NoGradGuard scope no graph is recorded (evaluation, optimizer steps,
-// and the backward pass itself).
+// Thread-local switch: inside a NoGradGuard scope no graph is recorded (evaluation, optimizer
+// steps, and the backward pass itself).
 bool is_grad_enabled();
 class NoGradGuard {
  public:

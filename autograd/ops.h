@@ -26,14 +26,30 @@ Tensor neg(const Tensor& a);
 // every broadcasting op.
 Tensor sum_to(const Tensor& grad, const Shape& shape);
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
-inline Tensor operator*(const Tensor& a, float s) { return mul_scalar(a, s); }
-inline Tensor operator*(float s, const Tensor& a) { return mul_scalar(a, s); }
-inline Tensor operator+(const Tensor& a, float s) { return add_scalar(a, s); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+inline Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+inline Tensor operator*(const Tensor& a, float s) {
+  return mul_scalar(a, s);
+}
+inline Tensor operator*(float s, const Tensor& a) {
+  return mul_scalar(a, s);
+}
+inline Tensor operator+(const Tensor& a, float s) {
+  return add_scalar(a, s);
+}
 
 // ---- elementwise unary (ops_unary.cpp) ----
 Tensor tanh(const Tensor& x);
@@ -52,9 +68,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a = false, bool t
 Tensor bmm(const Tensor& a, const Tensor& b, bool transpose_a = false, bool transpose_b = false);
 
 // ---- reductions (ops_reduce.cpp) ----
-Tensor sum(const Tensor& x);                                   // -> scalar []
+Tensor sum(const Tensor& x);  // -> scalar []
 Tensor sum(const Tensor& x, int dim, bool keepdim = false);
-Tensor mean(const Tensor& x);                                  // -> scalar []
+Tensor mean(const Tensor& x);  // -> scalar []
 Tensor mean(const Tensor& x, int dim, bool keepdim = false);
 Tensor logsumexp(const Tensor& x, int dim, bool keepdim = false);
 

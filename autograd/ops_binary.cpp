@@ -12,7 +12,8 @@ namespace {
 // out = f(a, b) over the broadcast shape of a and b.
 // On the GPU the same function runs as the kernel `fn` (cuda/ops_elementwise.cu).
 template <typename F>
-Tensor broadcast_binary(const std::string& op, CudaBinary fn, const Tensor& a_in, const Tensor& b_in, F f) {
+Tensor broadcast_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
+                        const Tensor& b_in, F f) {
   check_same_device(op, {a_in, b_in});
   if (a_in.is_cuda()) return cuda_map_binary(op, fn, a_in, b_in);
   if (a_in.shape() == b_in.shape()) return map_binary(a_in, b_in, f);
@@ -78,12 +79,14 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
   for (int d = 0; d < g.dim(); ++d)
     if (shape[d] == 1 && g.shape()[d] != 1) g = sum(g, d, true);
   if (g.shape() != shape)
-    throw ShapeError("sum_to: cannot reduce " + shape_str(grad.shape()) + " to " + shape_str(shape));
+    throw ShapeError("sum_to: cannot reduce " + shape_str(grad.shape()) + " to " +
+                     shape_str(shape));
   return g;
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("add", CudaBinary::Add, a, b, [](float x, float y) { return x + y; });
+  Tensor out =
+      broadcast_binary("add", CudaBinary::Add, a, b, [](float x, float y) { return x + y; });
   const Shape sa = a.shape(), sb = b.shape();
   return record("add", out, {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -91,7 +94,8 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("sub", CudaBinary::Sub, a, b, [](float x, float y) { return x - y; });
+  Tensor out =
+      broadcast_binary("sub", CudaBinary::Sub, a, b, [](float x, float y) { return x - y; });
   const Shape sa = a.shape(), sb = b.shape();
   return record("sub", out, {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -99,32 +103,39 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("mul", CudaBinary::Mul, a, b, [](float x, float y) { return x * y; });
-  return record("mul", out, {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
-                                     rb = b.requires_grad()](const Tensor& g) {
-    // d(a*b)/da = b, d(a*b)/db = a
-    return std::vector<Tensor>{ra ? sum_to(mul(g, b), a.shape()) : Tensor(),
-                               rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
-  });
+  Tensor out =
+      broadcast_binary("mul", CudaBinary::Mul, a, b, [](float x, float y) { return x * y; });
+  return record("mul", out, {a, b},
+                [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+                 rb = b.requires_grad()](const Tensor& g) {
+                  // d(a*b)/da = b, d(a*b)/db = a
+                  return std::vector<Tensor>{ra ? sum_to(mul(g, b), a.shape()) : Tensor(),
+                                             rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+                });
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary("div", CudaBinary::Div, a, b, [](float x, float y) { return x / y; });
-  return record("div", out, {a, b}, [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
-                                     rb = b.requires_grad()](const Tensor& g) {
-    // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
-    return std::vector<Tensor>{ra ? sum_to(div(g, b), a.shape()) : Tensor(),
-                               rb ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
-  });
+  Tensor out =
+      broadcast_binary("div", CudaBinary::Div, a, b, [](float x, float y) { return x / y; });
+  return record("div", out, {a, b},
+                [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
+                 rb = b.requires_grad()](const Tensor& g) {
+                  // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+                  return std::vector<Tensor>{
+                      ra ? sum_to(div(g, b), a.shape()) : Tensor(),
+                      rb ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
+                });
 }
 
 Tensor add_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary_on(CudaUnary::AddScalar, a, [s](float x) { return x + s; }, s);
+  Tensor out = map_unary_on(
+      CudaUnary::AddScalar, a, [s](float x) { return x + s; }, s);
   return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor mul_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary_on(CudaUnary::MulScalar, a, [s](float x) { return x * s; }, s);
+  Tensor out = map_unary_on(
+      CudaUnary::MulScalar, a, [s](float x) { return x * s; }, s);
   return record("mul_scalar", out, {a},
                 [s](const Tensor& g) { return std::vector<Tensor>{mul_scalar(g, s)}; });
 }

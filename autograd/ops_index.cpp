@@ -10,17 +10,20 @@
 namespace mg {
 
 namespace {
-void check_indices(const std::string& op, const std::vector<int64_t>& index, int64_t limit, const Shape& shape) {
+void check_indices(const std::string& op, const std::vector<int64_t>& index, int64_t limit,
+                   const Shape& shape) {
   for (size_t i = 0; i < index.size(); ++i)
     if (index[i] < 0 || index[i] >= limit)
-      throw ShapeError(op + ": index " + std::to_string(index[i]) + " at position " + std::to_string(i) +
-                       " is out of range [0, " + std::to_string(limit) + ") for " + shape_str(shape));
+      throw ShapeError(op + ": index " + std::to_string(index[i]) + " at position " +
+                       std::to_string(i) + " is out of range [0, " + std::to_string(limit) +
+                       ") for " + shape_str(shape));
 }
 
 // The GPU path of index_select. Backward without atomics: the positions are sorted by row on the
 // host (stable, so each row still adds its contributions in index order, like the CPU), and one
 // GPU block owns each distinct row (cuda/ops_index.cu).
-Tensor index_select_cuda(const Tensor& table_in, const Tensor& table, const std::vector<int64_t>& index) {
+Tensor index_select_cuda(const Tensor& table_in, const Tensor& table,
+                         const std::vector<int64_t>& index) {
   const int64_t n = static_cast<int64_t>(index.size()), C = table.size(1);
   Tensor out = Tensor::empty({n, C}, Device::CUDA);
   auto ids = std::make_shared<DeviceIndices>(index);
@@ -30,14 +33,17 @@ Tensor index_select_cuda(const Tensor& table_in, const Tensor& table, const std:
     const Tensor g = contiguous_data(g_in);
     std::vector<int64_t> order(index.size()), starts;
     for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return index[a] < index[b]; });
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return index[a] < index[b]; });
     for (size_t k = 0; k < order.size(); ++k)
-      if (k == 0 || index[order[k]] != index[order[k - 1]]) starts.push_back(static_cast<int64_t>(k));
+      if (k == 0 || index[order[k]] != index[order[k - 1]])
+        starts.push_back(static_cast<int64_t>(k));
     const int64_t U = static_cast<int64_t>(starts.size());
     starts.push_back(static_cast<int64_t>(order.size()));
     const DeviceIndices d_order(order), d_starts(starts);
     Tensor grad = Tensor::zeros(shape, Device::CUDA);
-    cuda_index_add(g.data_ptr(), shape[1], ids->get(), d_order.get(), d_starts.get(), U, grad.data_ptr());
+    cuda_index_add(g.data_ptr(), shape[1], ids->get(), d_order.get(), d_starts.get(), U,
+                   grad.data_ptr());
     return std::vector<Tensor>{grad};
   });
 }
@@ -52,7 +58,8 @@ Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
   if (table.is_cuda()) return index_select_cuda(table_in, table, index);
   Tensor out = Tensor::empty({n, C});
   parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) std::memcpy(out.data() + i * C, table.data() + index[i] * C, sizeof(float) * C);
+    for (int64_t i = b; i < e; ++i)
+      std::memcpy(out.data() + i * C, table.data() + index[i] * C, sizeof(float) * C);
   });
   const Shape shape = table.shape();
   return record("index_select", out, {table_in}, [shape, index](const Tensor& g_in) {
@@ -73,7 +80,8 @@ Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
 Tensor gather_rows(const Tensor& x_in, const std::vector<int64_t>& index) {
   check_rank("gather_rows", x_in, 2);
   if (static_cast<int64_t>(index.size()) != x_in.size(0))
-    throw ShapeError("gather_rows: " + std::to_string(index.size()) + " indices for " + shape_str(x_in.shape()));
+    throw ShapeError("gather_rows: " + std::to_string(index.size()) + " indices for " +
+                     shape_str(x_in.shape()));
   check_indices("gather_rows", index, x_in.size(1), x_in.shape());
   const Tensor x = contiguous_data(x_in);
   const int64_t N = x.size(0), C = x.size(1);

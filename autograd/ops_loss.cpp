@@ -12,11 +12,13 @@ Tensor nll_loss(const Tensor& logp_in, const std::vector<int64_t>& target) {
   if (static_cast<int64_t>(target.size()) != N)
     throw ShapeError("nll_loss: " + std::to_string(target.size()) + " targets for log-probs " +
                      shape_str(logp_in.shape()));
-  if (N == 0) throw ShapeError("nll_loss: no targets (log-probs " + shape_str(logp_in.shape()) + ")");
+  if (N == 0)
+    throw ShapeError("nll_loss: no targets (log-probs " + shape_str(logp_in.shape()) + ")");
   for (int64_t i = 0; i < N; ++i)
     if (target[i] < 0 || target[i] >= V)
-      throw ShapeError("nll_loss: target " + std::to_string(target[i]) + " at row " + std::to_string(i) +
-                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      throw ShapeError("nll_loss: target " + std::to_string(target[i]) + " at row " +
+                       std::to_string(i) + " is outside the vocabulary [0, " + std::to_string(V) +
+                       ")");
   const Tensor logp = contiguous_data(logp_in);
   if (logp.is_cuda()) {
     // The target log-probs gathered on the GPU, summed there in a fixed order (cuda/ops_index.cu).
@@ -28,7 +30,8 @@ Tensor nll_loss(const Tensor& logp_in, const std::vector<int64_t>& target) {
     out = cuda_map_unary(CudaUnary::MulScalar, out, -1.0f / static_cast<float>(N));
     return record("nll_loss", out, {logp_in}, [N, V, ids](const Tensor& g) {
       Tensor grad = Tensor::zeros({N, V}, Device::CUDA);
-      cuda_scatter_rows(nullptr, -g.item() / static_cast<float>(N), N, V, ids->get(), grad.data_ptr());
+      cuda_scatter_rows(nullptr, -g.item() / static_cast<float>(N), N, V, ids->get(),
+                        grad.data_ptr());
       return std::vector<Tensor>{grad};
     });
   }

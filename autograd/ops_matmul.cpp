@@ -13,8 +13,8 @@ std::string matmul_shapes(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 }
 
 // Gradients of op(a) op(b) with respect to a and b, given g = d(loss)/d(output).
-std::vector<Tensor> matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, bool ta, bool tb,
-                                    bool need_a, bool need_b, bool batched) {
+std::vector<Tensor> matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, bool ta,
+                                    bool tb, bool need_a, bool need_b, bool batched) {
   auto mm = [batched](const Tensor& x, const Tensor& y, bool tx, bool ty) {
     return batched ? bmm(x, y, tx, ty) : matmul(x, y, tx, ty);
   };
@@ -32,12 +32,14 @@ Tensor matmul(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
                      " (use bmm for batches)");
   const int64_t M = a_in.size(ta ? 1 : 0), K = a_in.size(ta ? 0 : 1);
   const int64_t K2 = b_in.size(tb ? 1 : 0), N = b_in.size(tb ? 0 : 1);
-  if (K != K2) throw ShapeError("matmul: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
+  if (K != K2)
+    throw ShapeError("matmul: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
   check_same_device("matmul", {a_in, b_in});
   const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
   Tensor out = Tensor::empty({M, N}, a.device());
   if (a.is_cuda())  // cuBLAS, same contract (cuda/runtime.cu)
-    cuda_gemm(ta, tb, M, N, K, 1.0f, a.data_ptr(), a.size(1), b.data_ptr(), b.size(1), 0.0f, out.data_ptr(), N);
+    cuda_gemm(ta, tb, M, N, K, 1.0f, a.data_ptr(), a.size(1), b.data_ptr(), b.size(1), 0.0f,
+              out.data_ptr(), N);
   else
     gemm(ta, tb, M, N, K, 1.0f, a.data(), a.size(1), b.data(), b.size(1), 0.0f, out.data(), N);
   return record("matmul", out, {a_in, b_in},
@@ -53,14 +55,15 @@ Tensor bmm(const Tensor& a_in, const Tensor& b_in, bool ta, bool tb) {
   const int64_t G = a_in.size(0);
   const int64_t M = a_in.size(ta ? 2 : 1), K = a_in.size(ta ? 1 : 2);
   const int64_t K2 = b_in.size(tb ? 2 : 1), N = b_in.size(tb ? 1 : 2);
-  if (K != K2) throw ShapeError("bmm: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
+  if (K != K2)
+    throw ShapeError("bmm: " + matmul_shapes(a_in, b_in, ta, tb) + " inner sizes differ");
   check_same_device("bmm", {a_in, b_in});
   const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
   Tensor out = Tensor::empty({G, M, N}, a.device());
   const int64_t sa = a.size(1) * a.size(2), sb = b.size(1) * b.size(2);
   if (a.is_cuda())
-    cuda_gemm_batched(ta, tb, G, M, N, K, 1.0f, a.data_ptr(), a.size(2), sa, b.data_ptr(), b.size(2), sb, 0.0f,
-                      out.data_ptr(), N, M * N);
+    cuda_gemm_batched(ta, tb, G, M, N, K, 1.0f, a.data_ptr(), a.size(2), sa, b.data_ptr(),
+                      b.size(2), sb, 0.0f, out.data_ptr(), N, M * N);
   else
     for (int64_t g = 0; g < G; ++g)
       gemm(ta, tb, M, N, K, 1.0f, a.data() + g * sa, a.size(2), b.data() + g * sb, b.size(2), 0.0f,

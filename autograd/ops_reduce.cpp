@@ -23,13 +23,14 @@ Tensor sum_dim_kernel(const Tensor& x_in, int dim, bool keepdim) {
   const float* in = x.data();
   float* o = out.data();
   if (s.inner == 1) {
-    parallel_for(s.outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) {
-        double acc = 0;
-        for (int64_t j = 0; j < s.n; ++j) acc += in[r * s.n + j];
-        o[r] = static_cast<float>(acc);
-      }
-    });
+    parallel_for(s.outer, std::max<int64_t>(1, 8192 / std::max<int64_t>(s.n, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t r = b; r < e; ++r) {
+                     double acc = 0;
+                     for (int64_t j = 0; j < s.n; ++j) acc += in[r * s.n + j];
+                     o[r] = static_cast<float>(acc);
+                   }
+                 });
   } else {
     // Rows of length `inner` added one after another: vectorizes along inner. Split work over
     // (outer x inner-chunk) so a single outer (bias gradients: [N,V] -> [V]) still uses all cores.
@@ -64,7 +65,8 @@ Tensor sum(const Tensor& x_in) {
     Tensor out = Tensor::empty({}, Device::CUDA);
     cuda_sum_all(x.data_ptr(), x.numel(), out.data_ptr());
     return record("sum", out, {x_in}, [shape](const Tensor& g) {
-      return std::vector<Tensor>{add(Tensor::zeros(shape, Device::CUDA), g)};  // g broadcast, no host sync
+      return std::vector<Tensor>{
+          add(Tensor::zeros(shape, Device::CUDA), g)};  // g broadcast, no host sync
     });
   }
   constexpr int64_t kBlock = 4096;
@@ -74,7 +76,8 @@ Tensor sum(const Tensor& x_in) {
   parallel_for(blocks, 4, [&](int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; ++blk) {
       double acc = 0;
-      for (int64_t i = blk * kBlock, end = std::min(n, (blk + 1) * kBlock); i < end; ++i) acc += in[i];
+      for (int64_t i = blk * kBlock, end = std::min(n, (blk + 1) * kBlock); i < end; ++i)
+        acc += in[i];
       partial[blk] = acc;
     }
   });
@@ -111,23 +114,31 @@ Tensor logsumexp(const Tensor& x_in, int dim, bool keepdim) {
   const Tensor x = contiguous_data(x_in);
   const DimSplit s = split_at(x.shape(), d);
   Tensor out = Tensor::empty(reduced_shape(x.shape(), d, keepdim), x.device());
-  if (x.is_cuda()) cuda_logsumexp_dim(x.data_ptr(), cuda_split(x.shape(), d), out.data_ptr());
+  if (x.is_cuda())
+    cuda_logsumexp_dim(x.data_ptr(), cuda_split(x.shape(), d), out.data_ptr());
   else {
     const float* in = x.data();
     float* o = out.data();
-    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t w = b; w < e; ++w) {
-        const float* line = in + (w / s.inner) * s.n * s.inner + (w % s.inner);
-        // Subtract the max so exp never overflows (logits of magnitude 50+ are common in MoS).
-        float m = -INFINITY;
-        for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
-        if (std::isinf(m)) { o[w] = m; continue; }
-        double acc = 0;
-        if (s.inner == 1) acc = sum_exp<false>(line, s.n, m, nullptr);
-        else for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
-        o[w] = m + static_cast<float>(std::log(acc));
-      }
-    });
+    parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t w = b; w < e; ++w) {
+                     const float* line = in + (w / s.inner) * s.n * s.inner + (w % s.inner);
+                     // Subtract the max so exp never overflows (logits of magnitude 50+ are common
+                     // in MoS).
+                     float m = -INFINITY;
+                     for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
+                     if (std::isinf(m)) {
+                       o[w] = m;
+                       continue;
+                     }
+                     double acc = 0;
+                     if (s.inner == 1)
+                       acc = sum_exp<false>(line, s.n, m, nullptr);
+                     else
+                       for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
+                     o[w] = m + static_cast<float>(std::log(acc));
+                   }
+                 });
   }
   return record("logsumexp", out, {x_in}, [x = x.detach(), out = out.detach(), d](const Tensor& g) {
     // d lse / dx_j = softmax(x)_j = exp(x_j - lse)

@@ -54,8 +54,8 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
   }
   if (infer >= 0 && known > 0 && x.numel() % known == 0) shape[infer] = x.numel() / known;
   if (numel_of(shape) != x.numel() || (infer >= 0 && shape[infer] < 0))
-    throw ShapeError("reshape: cannot view " + shape_str(x.shape()) + " (" + std::to_string(x.numel()) +
-                     " elements) as " + shape_str(shape_in));
+    throw ShapeError("reshape: cannot view " + shape_str(x.shape()) + " (" +
+                     std::to_string(x.numel()) + " elements) as " + shape_str(shape_in));
   const Tensor base = contiguous_data(x);
   Tensor out = make_view(base, shape, contiguous_strides(shape), base.impl().offset);
   const Shape in_shape = x.shape();
@@ -71,7 +71,8 @@ Tensor unsqueeze(const Tensor& x, int dim) {
 }
 
 Tensor transpose(const Tensor& x, int dim0, int dim1) {
-  const int d0 = normalize_dim("transpose", dim0, x.dim()), d1 = normalize_dim("transpose", dim1, x.dim());
+  const int d0 = normalize_dim("transpose", dim0, x.dim()),
+            d1 = normalize_dim("transpose", dim1, x.dim());
   Shape shape = x.shape(), strides = x.strides();
   std::swap(shape[d0], shape[d1]);
   std::swap(strides[d0], strides[d1]);
@@ -125,7 +126,8 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
     const Tensor x = contiguous_data(x_in);
     const int64_t block = x.shape()[d] * s.inner;
     for (int64_t o = 0; o < s.outer; ++o)
-      std::memcpy(out.data() + o * s.n * s.inner + start * s.inner, x.data() + o * block, sizeof(float) * block);
+      std::memcpy(out.data() + o * s.n * s.inner + start * s.inner, x.data() + o * block,
+                  sizeof(float) * block);
     starts.push_back(start);
     start += x.shape()[d];
   }
@@ -143,7 +145,8 @@ Tensor stack(const std::vector<Tensor>& xs, int dim) {
   std::vector<Tensor> expanded;
   for (const Tensor& x : xs) {
     if (x.shape() != xs[0].shape())
-      throw ShapeError("stack: shapes differ: " + shape_str(xs[0].shape()) + " vs " + shape_str(x.shape()));
+      throw ShapeError("stack: shapes differ: " + shape_str(xs[0].shape()) + " vs " +
+                       shape_str(x.shape()));
     expanded.push_back(unsqueeze(x, dim));
   }
   return cat(expanded, dim);

@@ -20,30 +20,32 @@ Tensor softmax_kernel(const Tensor& x_in, int dim, bool log_space) {
   }
   const float* in = x.data();
   float* o = out.data();
-  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
-      const float* line = in + base;
-      float* oline = o + base;
-      float m = -INFINITY;
-      double acc = 0;
-      if (s.inner == 1) {  // the common case (softmax over the last dim): vectorized
-        m = row_max(line, s.n);
-        acc = sum_exp<false>(line, s.n, m, nullptr);
-      } else {
-        for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
-        for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
-      }
-      // (x - m) - log(sum) rather than x - (m + log(sum)): rounding m + log(sum) to float would cost
-      // up to half an ulp of |m| (7.6e-6 at logits ~200) in every output.
-      const float log_sum = static_cast<float>(std::log(acc));
-      const float inv_sum = static_cast<float>(1.0 / acc);
-      for (int64_t j = 0; j < s.n; ++j) {
-        const float shifted = line[j * s.inner] - m;
-        oline[j * s.inner] = log_space ? shifted - log_sum : vexp(shifted) * inv_sum;
-      }
-    }
-  });
+  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t w = b; w < e; ++w) {
+                   const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
+                   const float* line = in + base;
+                   float* oline = o + base;
+                   float m = -INFINITY;
+                   double acc = 0;
+                   if (s.inner == 1) {  // the common case (softmax over the last dim): vectorized
+                     m = row_max(line, s.n);
+                     acc = sum_exp<false>(line, s.n, m, nullptr);
+                   } else {
+                     for (int64_t j = 0; j < s.n; ++j) m = std::max(m, line[j * s.inner]);
+                     for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
+                   }
+                   // (x - m) - log(sum) rather than x - (m + log(sum)): rounding m + log(sum) to
+                   // float would cost up to half an ulp of |m| (7.6e-6 at logits ~200) in every
+                   // output.
+                   const float log_sum = static_cast<float>(std::log(acc));
+                   const float inv_sum = static_cast<float>(1.0 / acc);
+                   for (int64_t j = 0; j < s.n; ++j) {
+                     const float shifted = line[j * s.inner] - m;
+                     oline[j * s.inner] = log_space ? shifted - log_sum : vexp(shifted) * inv_sum;
+                   }
+                 }
+               });
   return out;
 }
 
@@ -55,27 +57,29 @@ Tensor softmax_backward_kernel(const Tensor& g_in, const Tensor& y, int dim, boo
   const DimSplit s = split_at(y.shape(), dim);
   Tensor dx = Tensor::empty(y.shape(), y.device());
   if (y.is_cuda()) {
-    cuda_softmax_backward(g.data_ptr(), y.data_ptr(), cuda_split(y.shape(), dim), dx.data_ptr(), log_space);
+    cuda_softmax_backward(g.data_ptr(), y.data_ptr(), cuda_split(y.shape(), dim), dx.data_ptr(),
+                          log_space);
     return dx;
   }
   const float* gp = g.data();
   const float* yp = y.data();
   float* o = dx.data();
-  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)), [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
-      double acc = 0;
-      for (int64_t j = 0; j < s.n; ++j) {
-        const int64_t k = base + j * s.inner;
-        acc += log_space ? gp[k] : gp[k] * yp[k];
-      }
-      const float total = static_cast<float>(acc);
-      for (int64_t j = 0; j < s.n; ++j) {
-        const int64_t k = base + j * s.inner;
-        o[k] = log_space ? gp[k] - vexp(yp[k]) * total : yp[k] * (gp[k] - total);
-      }
-    }
-  });
+  parallel_for(s.outer * s.inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(s.n, 1)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t w = b; w < e; ++w) {
+                   const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
+                   double acc = 0;
+                   for (int64_t j = 0; j < s.n; ++j) {
+                     const int64_t k = base + j * s.inner;
+                     acc += log_space ? gp[k] : gp[k] * yp[k];
+                   }
+                   const float total = static_cast<float>(acc);
+                   for (int64_t j = 0; j < s.n; ++j) {
+                     const int64_t k = base + j * s.inner;
+                     o[k] = log_space ? gp[k] - vexp(yp[k]) * total : yp[k] * (gp[k] - total);
+                   }
+                 }
+               });
   return dx;
 }
 

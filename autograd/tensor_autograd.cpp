@@ -8,8 +8,10 @@ namespace mg {
 
 Tensor& Tensor::requires_grad_(bool on) {
   if (on && !is_leaf())
-    throw std::logic_error("requires_grad_: only leaves (parameters, inputs) can be marked; "
-                           "this tensor was computed by '" + node_op(*impl().grad_fn) + "'");
+    throw std::logic_error(
+        "requires_grad_: only leaves (parameters, inputs) can be marked; "
+        "this tensor was computed by '" +
+        node_op(*impl().grad_fn) + "'");
   impl().requires_grad = on;
   return *this;
 }

@@ -11,11 +11,11 @@
 // per second of process CPU time (robust to other jobs time-sharing the cores).
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <string>
 #include <vector>
@@ -120,14 +120,17 @@ int main(int argc, char** argv) {
   int runs = 5;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string opt = argv[i], val = argv[i + 1];
-    if (opt == "--runs") runs = std::max(3, std::atoi(val.c_str()));
-    else if (opt == "--threads") mg::set_num_threads(std::atoi(val.c_str()));
+    if (opt == "--runs")
+      runs = std::max(3, std::atoi(val.c_str()));
+    else if (opt == "--threads")
+      mg::set_num_threads(std::atoi(val.c_str()));
     else if (opt == "--kernel") {
       for (mg::GemmKernel k : {mg::GemmKernel::kAuto, mg::GemmKernel::kScalar,
                                mg::GemmKernel::kAvx2, mg::GemmKernel::kAvx512})
         if (val == mg::gemm_kernel_name(k)) kind = k;
     } else {
-      std::fprintf(stderr, "usage: %s [--kernel auto|scalar|avx2|avx512] [--runs R] [--threads T]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--kernel auto|scalar|avx2|avx512] [--runs R] [--threads T]\n",
                    argv[0]);
       return 2;
     }
@@ -137,13 +140,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   const mg::GemmKernel resolved = kind == mg::GemmKernel::kAuto ? mg::gemm_default_kernel() : kind;
-  const std::string who =
-      kind == mg::GemmKernel::kAuto ? "mosgrad" : std::string("mosgrad-") + mg::gemm_kernel_name(kind);
+  const std::string who = kind == mg::GemmKernel::kAuto
+                              ? "mosgrad"
+                              : std::string("mosgrad-") + mg::gemm_kernel_name(kind);
   std::printf("# kernel %s, %d threads, median of %d runs\n", mg::gemm_kernel_name(resolved),
               mg::num_threads(), runs);
 
   const int lanes = mg::gemm_kernel_supported(mg::GemmKernel::kAvx512) ? 16
-                    : mg::gemm_kernel_supported(mg::GemmKernel::kAvx2) ? 8 : 0;
+                    : mg::gemm_kernel_supported(mg::GemmKernel::kAvx2) ? 8
+                                                                       : 0;
   if (lanes) {
     const int max_t = mg::num_threads();
     for (int t = 1; t <= std::max(2, max_t); ++t)
@@ -153,12 +158,12 @@ int main(int argc, char** argv) {
 
   const Shape shapes[] = {
       {false, false, 1024, 1024, 1024},
-      {false, false, 700, 200, 10000},  // output projection: (T*B x H) @ (H x V)
-      {false, true, 700, 200, 10000},   // same with the weight stored [V, H]
-      {false, false, 3500, 200, 10000}, // a longer unroll
-      {false, false, 700, 10000, 200},  // its input gradient: dlogits @ W, W stored [V, H]
-      {false, false, 20, 400, 1600},    // one LSTM time step: (B x 2H) @ (2H x 4H)
-      {false, false, 700, 400, 1600},   // the LSTM input product over all steps
+      {false, false, 700, 200, 10000},   // output projection: (T*B x H) @ (H x V)
+      {false, true, 700, 200, 10000},    // same with the weight stored [V, H]
+      {false, false, 3500, 200, 10000},  // a longer unroll
+      {false, false, 700, 10000, 200},   // its input gradient: dlogits @ W, W stored [V, H]
+      {false, false, 20, 400, 1600},     // one LSTM time step: (B x 2H) @ (2H x 4H)
+      {false, false, 700, 400, 1600},    // the LSTM input product over all steps
   };
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);

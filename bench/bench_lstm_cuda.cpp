@@ -23,7 +23,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Median milliseconds of fn over `repeats` runs (synchronised before and after each), after a warm-up.
+// Median milliseconds of fn over `repeats` runs (synchronised before and after each), after a
+// warm-up.
 template <typename Fn>
 double time_ms(Fn fn, int repeats) {
   fn();
@@ -45,24 +46,38 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--repeats" && i + 1 < argc) repeats = std::stoi(argv[++i]);
   require_cuda();
-  struct Shape4 { const char* name; int64_t T, B, in, H; };
-  const std::vector<Shape4> shapes = {{"small layer 1 (train)", 35, 20, 200, 400}, {"small layer 1 (eval)", 35, 10, 200, 400},
+  struct Shape4 {
+    const char* name;
+    int64_t T, B, in, H;
+  };
+  const std::vector<Shape4> shapes = {{"small layer 1 (train)", 35, 20, 200, 400},
+                                      {"small layer 1 (eval)", 35, 10, 200, 400},
                                       {"mos-paper layer 1 (train)", 70, 12, 280, 960},
                                       {"mos-paper layer 1 (eval)", 70, 10, 280, 960},
                                       {"mos-paper layer 3 (train)", 70, 12, 960, 620}};
-  std::printf("%-28s %12s %12s %12s %12s\n", "shape (T,B,in,H)", "fused fwd", "cuBLAS fwd", "fused f+b", "cuBLAS f+b");
+  std::printf("%-28s %12s %12s %12s %12s\n", "shape (T,B,in,H)", "fused fwd", "cuBLAS fwd",
+              "fused f+b", "cuBLAS f+b");
   for (const Shape4& s : shapes) {
     Generator gen(1);
     const float k = 1.0f / std::sqrt(static_cast<float>(s.H));
-    auto param = [&](const mg::Shape& shape) { return Tensor::uniform(shape, -k, k, gen).cuda().requires_grad_(); };
+    auto param = [&](const mg::Shape& shape) {
+      return Tensor::uniform(shape, -k, k, gen).cuda().requires_grad_();
+    };
     const Tensor x = Tensor::uniform({s.T, s.B, s.in}, -1, 1, gen).cuda().requires_grad_();
-    const LSTMWeights w{param({4 * s.H, s.in}), param({4 * s.H, s.H}), param({4 * s.H}), param({4 * s.H})};
-    const LSTMState h0{Tensor::zeros({s.B, s.H}, Device::CUDA), Tensor::zeros({s.B, s.H}, Device::CUDA)};
+    const LSTMWeights w{param({4 * s.H, s.in}), param({4 * s.H, s.H}), param({4 * s.H}),
+                        param({4 * s.H})};
+    const LSTMState h0{Tensor::zeros({s.B, s.H}, Device::CUDA),
+                       Tensor::zeros({s.B, s.H}, Device::CUDA)};
     const Tensor dy = Tensor::ones({s.T, s.B, s.H}, Device::CUDA);
     double ms[4];
     for (int fused = 1, col = 0; fused >= 0; --fused, ++col) {
       cuda_lstm_set_fused_steps(fused == 1);
-      ms[col] = time_ms([&] { NoGradGuard no_grad; lstm_fused(x, h0, w); }, repeats);
+      ms[col] = time_ms(
+          [&] {
+            NoGradGuard no_grad;
+            lstm_fused(x, h0, w);
+          },
+          repeats);
       ms[col + 2] = time_ms([&] { lstm_fused(x, h0, w).first.backward(dy); }, repeats);
     }
     cuda_lstm_set_fused_steps(true);

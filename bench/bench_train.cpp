@@ -1,8 +1,10 @@
 // Training and evaluation throughput of one preset, the way bench/torch_bench.py measures PyTorch:
-// V = 10000 (PTB), synthetic token ids, fixed T, forward + backward + clip + SGD step; median tokens/s
-// of several timed runs after a warm-up step; peak RSS of this process (run one preset per process).
+// V = 10000 (PTB), synthetic token ids, fixed T, forward + backward + clip + SGD step; median
+// tokens/s of several timed runs after a warm-up step; peak RSS of this process (run one preset per
+// process).
 //   build/release/bench/bench_train --preset small-mos [--seconds 10] [--repeats 3] [--threads 2]
-//                                   [--mode train|eval|both] [--profile] [--device cpu|cuda] [--tf32]
+//                                   [--mode train|eval|both] [--profile] [--device cpu|cuda]
+//                                   [--tf32]
 // Prints one JSON line: {"preset":..., "train_tok_s":..., "eval_tok_s":..., "peak_rss_mb":...}
 // With --device cuda the model runs on the GPU; each timed run ends with a device synchronisation,
 // and the line adds the peak GPU memory held by tensors ("peak_gpu_mb") and the share of the
@@ -57,29 +59,43 @@ int run(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--preset") preset = next();
-    else if (a == "--seconds") seconds = std::stod(next());
-    else if (a == "--repeats") repeats = std::stoi(next());
-    else if (a == "--threads") threads = std::stoi(next());
-    else if (a == "--mode") mode = next();
-    else if (a == "--profile") profile = true;
-    else if (a == "--device") device = parse_device(next());
-    else if (a == "--tf32") tf32 = true;
-    else { std::fprintf(stderr, "unknown flag %s\n", a.c_str()); return 2; }
+    if (a == "--preset")
+      preset = next();
+    else if (a == "--seconds")
+      seconds = std::stod(next());
+    else if (a == "--repeats")
+      repeats = std::stoi(next());
+    else if (a == "--threads")
+      threads = std::stoi(next());
+    else if (a == "--mode")
+      mode = next();
+    else if (a == "--profile")
+      profile = true;
+    else if (a == "--device")
+      device = parse_device(next());
+    else if (a == "--tf32")
+      tf32 = true;
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", a.c_str());
+      return 2;
+    }
   }
   if (threads > 0) set_num_threads(threads);
   TrainConfig cfg = preset_config(preset);
   cfg.model.ntoken = 10000;
   RNNModel model(cfg.model, 1);
   if (device == Device::CUDA) require_cuda(), cuda_set_tf32(tf32), model.to(Device::CUDA);
-  auto sync = [&] { if (device == Device::CUDA) cuda_synchronize(); };
+  auto sync = [&] {
+    if (device == Device::CUDA) cuda_synchronize();
+  };
   const int64_t T = cfg.bptt, B = cfg.batch_size, N = T * B;
   Generator data_gen(7);
   Optimizer opt(OptimizerKind::SGD, model.named_parameters(), 0.0f);
   const std::vector<Tensor> params = model.parameters();
 
   auto train_step = [&](Hidden& hidden, bool timed_parts, double* parts) {
-    const std::vector<int64_t> ids = random_ids(N, 10000, data_gen), targets = random_ids(N, 10000, data_gen);
+    const std::vector<int64_t> ids = random_ids(N, 10000, data_gen),
+                               targets = random_ids(N, 10000, data_gen);
     auto t0 = Clock::now();
     hidden = detach_hidden(hidden);
     ModelOutput out = model.forward(ids, T, B, hidden, &targets);
@@ -124,7 +140,8 @@ int run(int argc, char** argv) {
     train_tok_s = median(rates);
     if (device == Device::CUDA) gemm_share = cuda_gemm_timing(false) / timed;
     if (profile)
-      std::fprintf(stderr, "time split: forward %.1f s, backward %.1f s, clip+step %.1f s\n", parts[0], parts[1], parts[2]);
+      std::fprintf(stderr, "time split: forward %.1f s, backward %.1f s, clip+step %.1f s\n",
+                   parts[0], parts[1], parts[2]);
   }
   if (mode == "eval" || mode == "both") {
     model.eval();
@@ -136,7 +153,8 @@ int run(int argc, char** argv) {
       int64_t tokens = 0;
       const auto start = Clock::now();
       while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
-        const std::vector<int64_t> ids = random_ids(Te * Be, 10000, data_gen), targets = random_ids(Te * Be, 10000, data_gen);
+        const std::vector<int64_t> ids = random_ids(Te * Be, 10000, data_gen),
+                                   targets = random_ids(Te * Be, 10000, data_gen);
         ModelOutput out = model.forward(ids, Te, Be, hidden, &targets);
         hidden = out.hidden;
         tokens += Te * Be;
@@ -147,15 +165,19 @@ int run(int argc, char** argv) {
     eval_tok_s = median(rates);
   }
   if (device == Device::CUDA) {
-    std::printf("{\"impl\":\"mosgrad\",\"device\":\"%s\",\"preset\":\"%s\",\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,"
-                "\"peak_gpu_mb\":%.1f,\"gemm_share\":%.3f}\n",
-                cuda_device_description().c_str(), preset.c_str(), train_tok_s, eval_tok_s,
-                cuda_peak_live_bytes() / 1048576.0, gemm_share);
+    std::printf(
+        "{\"impl\":\"mosgrad\",\"device\":\"%s\",\"preset\":\"%s\",\"train_tok_s\":%.1f,\"eval_tok_"
+        "s\":%.1f,"
+        "\"peak_gpu_mb\":%.1f,\"gemm_share\":%.3f}\n",
+        cuda_device_description().c_str(), preset.c_str(), train_tok_s, eval_tok_s,
+        cuda_peak_live_bytes() / 1048576.0, gemm_share);
     return 0;
   }
-  std::printf("{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
-              preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
-              allocator_stats().peak_live_bytes / 1048576.0);
+  std::printf(
+      "{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%"
+      ".1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
+      preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
+      allocator_stats().peak_live_bytes / 1048576.0);
   return 0;
 }
 

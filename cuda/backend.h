@@ -21,7 +21,8 @@
 namespace mg {
 
 [[noreturn]] inline void throw_built_without_cuda() {
-  throw std::runtime_error("this mosgrad was built without CUDA: rebuild with `make CUDA=1` to use --device cuda");
+  throw std::runtime_error(
+      "this mosgrad was built without CUDA: rebuild with `make CUDA=1` to use --device cuda");
 }
 
 // Up to this many dims for the strided copy and broadcasting kernels (all of mosgrad uses <= 4).
@@ -42,13 +43,28 @@ struct CudaSplit {
 };
 
 enum class CudaUnary {
-  Tanh, Sigmoid, LogSigmoid, Exp, Log, Relu, Square,  // ops_unary.cpp
-  AddScalar, MulScalar, Neg,                          // ops_binary.cpp: y = x + s, x * s, -x
+  Tanh,
+  Sigmoid,
+  LogSigmoid,
+  Exp,
+  Log,
+  Relu,
+  Square,  // ops_unary.cpp
+  AddScalar,
+  MulScalar,
+  Neg,  // ops_binary.cpp: y = x + s, x * s, -x
 };
 enum class CudaBinary {
-  Add, Sub, Mul, Div,  // ops_binary.cpp
+  Add,
+  Sub,
+  Mul,
+  Div,  // ops_binary.cpp
   // Backward of ops_unary.cpp, (a, b) = (g, saved): g(1-y²), g y(1-y), g σ(-x), g·[x>0], 2 g x.
-  TanhGrad, SigmoidGrad, LogSigmoidGrad, ReluGrad, SquareGrad,
+  TanhGrad,
+  SigmoidGrad,
+  LogSigmoidGrad,
+  ReluGrad,
+  SquareGrad,
 };
 enum class CudaOptimizer { SGD, ASGD, Adam };  // lm/optim.h OptimizerKind, same order
 
@@ -57,11 +73,15 @@ enum class CudaOptimizer { SGD, ASGD, Adam };  // lm/optim.h OptimizerKind, same
 #else
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wunused-parameter"
-#define MG_CUDA_API(...) [[noreturn]] inline __VA_ARGS__ { throw_built_without_cuda(); }
+#define MG_CUDA_API(...)            \
+  [[noreturn]] inline __VA_ARGS__ { \
+    throw_built_without_cuda();     \
+  }
 #endif
 
-// ---- cuda/runtime.cu: the device, the caching allocator (tensor/allocator.cpp), copies, cuBLAS ----
-// True when a driver and at least one GPU are present; otherwise false with the reason in *why.
+// ---- cuda/runtime.cu: the device, the caching allocator (tensor/allocator.cpp), copies, cuBLAS
+// ---- True when a driver and at least one GPU are present; otherwise false with the reason in
+// *why.
 #ifdef MOSGRAD_CUDA
 bool cuda_is_available(std::string* why = nullptr);
 #else
@@ -70,7 +90,7 @@ inline bool cuda_is_available(std::string* why = nullptr) {
   return false;
 }
 #endif
-MG_CUDA_API(std::string cuda_device_description())     // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
+MG_CUDA_API(std::string cuda_device_description())  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
 // Device memory in 256-byte aligned buckets, cached like host memory; never managed memory.
 // Running out throws naming the request and the free memory.
 MG_CUDA_API(void* cuda_allocate_bytes(size_t bytes))
@@ -83,75 +103,90 @@ MG_CUDA_API(void cuda_synchronize())
 // TF32 tensor-core math in cuBLAS (off by default: FP32 results that match the CPU).
 MG_CUDA_API(void cuda_set_tf32(bool on))
 // The CPU gemm's contract (tensor/gemm.h): row-major C[M,N] = alpha op(A) op(B) + beta C.
-MG_CUDA_API(void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc))
+MG_CUDA_API(void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+                           const float* A, int64_t lda, const float* B, int64_t ldb, float beta,
+                           float* C, int64_t ldc))
 // Benchmarks only: while on, every cuda_gemm is bracketed by CUDA events; turning it off waits for
 // the GPU and returns the seconds the GEMMs ran since it was turned on.
 MG_CUDA_API(double cuda_gemm_timing(bool on))
 // G independent gemms, matrix g at A + g*stride_a, B + g*stride_b, C + g*stride_c (bmm).
-MG_CUDA_API(void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t N, int64_t K, float alpha,
-                                   const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb,
-                                   int64_t stride_b, float beta, float* C, int64_t ldc, int64_t stride_c))
+MG_CUDA_API(void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t N,
+                                   int64_t K, float alpha, const float* A, int64_t lda,
+                                   int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
+                                   float beta, float* C, int64_t ldc, int64_t stride_c))
 
-// ---- cuda/ops_elementwise.cu: tensor/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting ----
+// ---- cuda/ops_elementwise.cu: tensor/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting
+// ----
 MG_CUDA_API(void cuda_fill(float* out, int64_t n, float value))
 MG_CUDA_API(void cuda_unary(CudaUnary fn, const float* x, float* y, int64_t n, float scalar))
 MG_CUDA_API(void cuda_binary(CudaBinary fn, const float* a, const float* b, float* out, int64_t n))
 // out (contiguous, shape out.shape) = fn(a, b) where a and b are read through layouts of out's rank
 // whose strides are 0 along broadcast dims.
-MG_CUDA_API(void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout, const float* b,
-                                       CudaLayout b_layout, float* out, CudaLayout out_layout))
+MG_CUDA_API(void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout,
+                                       const float* b, CudaLayout b_layout, float* out,
+                                       CudaLayout out_layout))
 // dst viewed through dst_layout = src viewed through src_layout (same shape): copy_contiguous,
 // narrow's backward, cat. Pointers are the storages' first elements; the layouts carry the offsets.
-MG_CUDA_API(void cuda_copy_strided(const float* src, CudaLayout src_layout, float* dst, CudaLayout dst_layout))
+MG_CUDA_API(void cuda_copy_strided(const float* src, CudaLayout src_layout, float* dst,
+                                   CudaLayout dst_layout))
 // a[i] += b[i] (gradient accumulation into a leaf).
 MG_CUDA_API(void cuda_accumulate(float* a, const float* b, int64_t n))
 MG_CUDA_API(void cuda_swap(float* a, float* b, int64_t n))
 
 // ---- cuda/ops_reduce.cu: ops_reduce.cpp and ops_softmax.cpp ----
 // Deterministic: every output is summed by one thread block in a fixed order (double accumulators).
-MG_CUDA_API(void cuda_sum_all(const float* x, int64_t n, float* out))  // out: one float on the device
+MG_CUDA_API(void cuda_sum_all(const float* x, int64_t n,
+                              float* out))  // out: one float on the device
 MG_CUDA_API(void cuda_sum_dim(const float* x, CudaSplit s, float* out))  // out [outer*inner]
 MG_CUDA_API(void cuda_logsumexp_dim(const float* x, CudaSplit s, float* out))
 MG_CUDA_API(void cuda_softmax(const float* x, CudaSplit s, float* y, bool log_space))
-MG_CUDA_API(void cuda_softmax_backward(const float* g, const float* y, CudaSplit s, float* dx, bool log_space))
+MG_CUDA_API(void cuda_softmax_backward(const float* g, const float* y, CudaSplit s, float* dx,
+                                       bool log_space))
 // host_totals[i] = Σ xs[i]² in double for `count` tensors of ns[i] floats (clip_grad_norm): every
 // tensor reduced on the device, then one copy back, so a step waits for the GPU once, not once
 // per parameter.
-MG_CUDA_API(void cuda_sum_squares(int count, const float* const* xs, const int64_t* ns, double* host_totals))
+MG_CUDA_API(void cuda_sum_squares(int count, const float* const* xs, const int64_t* ns,
+                                  double* host_totals))
 
 // ---- cuda/ops_index.cu: ops_index.cpp, ops_loss.cpp ----
 // Index arrays are int64 on the device (upload with cuda_copy_to_device).
-MG_CUDA_API(void cuda_index_select(const float* table, int64_t C, const int64_t* index, int64_t n, float* out))
+MG_CUDA_API(void cuda_index_select(const float* table, int64_t C, const int64_t* index, int64_t n,
+                                   float* out))
 // grad [R,C] (zeroed by the caller) += rows of g [n,C] scattered to index. Deterministic without
-// atomics: `order` lists positions 0..n-1 sorted by index (stable), `starts` [U+1] where each of the
-// U distinct rows begins in it; row index[order[starts[u]]] sums its positions in that order.
-MG_CUDA_API(void cuda_index_add(const float* g, int64_t C, const int64_t* index, const int64_t* order,
-                                const int64_t* starts, int64_t U, float* grad))
-MG_CUDA_API(void cuda_gather_rows(const float* x, int64_t N, int64_t C, const int64_t* index, float* out))
+// atomics: `order` lists positions 0..n-1 sorted by index (stable), `starts` [U+1] where each of
+// the U distinct rows begins in it; row index[order[starts[u]]] sums its positions in that order.
+MG_CUDA_API(void cuda_index_add(const float* g, int64_t C, const int64_t* index,
+                                const int64_t* order, const int64_t* starts, int64_t U,
+                                float* grad))
+MG_CUDA_API(void cuda_gather_rows(const float* x, int64_t N, int64_t C, const int64_t* index,
+                                  float* out))
 // grad [N,C] (zeroed by the caller): grad[i, index[i]] = g[i] * scale (g null: scale alone).
-MG_CUDA_API(void cuda_scatter_rows(const float* g, float scale, int64_t N, int64_t C, const int64_t* index,
-                                   float* grad))
+MG_CUDA_API(void cuda_scatter_rows(const float* g, float scale, int64_t N, int64_t C,
+                                   const int64_t* index, float* grad))
 
 // ---- cuda/philox.cu: tensor/philox.cpp and nn/dropout.cpp dropout_mask ----
 // mask[i] = uniform(first + i) >= p ? 1/(1-p) : 0, the CPU's dropout_mask.
 MG_CUDA_API(void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask))
 
 // ---- cuda/lstm_fused.cu: nn/lstm_fused.cpp ----
-// Forward over T steps. x [T*B,in], h0/c0 [B,H], w_ih [4H,in], w_hh [4H,H], bias [4H] (b_ih + b_hh).
-// Writes acts [T*B,4H] (post-activation i,f,g,o), cells [T*B,H] and y [T+1,B,H] (h_1..h_T, then c_T).
-MG_CUDA_API(void cuda_lstm_forward(int64_t T, int64_t B, int64_t in, int64_t H, const float* x, const float* h0,
-                                   const float* c0, const float* w_ih, const float* w_hh, const float* bias,
-                                   float* acts, float* cells, float* y))
+// Forward over T steps. x [T*B,in], h0/c0 [B,H], w_ih [4H,in], w_hh [4H,H], bias [4H] (b_ih +
+// b_hh). Writes acts [T*B,4H] (post-activation i,f,g,o), cells [T*B,H] and y [T+1,B,H] (h_1..h_T,
+// then c_T).
+MG_CUDA_API(void cuda_lstm_forward(int64_t T, int64_t B, int64_t in, int64_t H, const float* x,
+                                   const float* h0, const float* c0, const float* w_ih,
+                                   const float* w_hh, const float* bias, float* acts, float* cells,
+                                   float* y))
 // For B <= 32 and H <= 768 each step is one kernel (product and gates together); off, it is a
 // cuBLAS GEMM and a gate kernel, as for wider or larger layers. On by default; tests and
 // bench/bench_lstm_cuda compare both.
 MG_CUDA_API(void cuda_lstm_set_fused_steps(bool on))
-// BPTT. grad_y [T+1,B,H] as y. Writes d_gates [T*B,4H], dh [B,H] (d h0), dc [B,H] (d c0); the weight
-// and input gradients are then GEMMs the caller runs (as on the CPU). need_dh0: compute dh for t = 0.
-MG_CUDA_API(void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float* acts, const float* cells,
-                                    const float* c0, const float* w_hh, const float* grad_y, bool need_dh0,
-                                    float* d_gates, float* dh, float* dc))
+// BPTT. grad_y [T+1,B,H] as y. Writes d_gates [T*B,4H], dh [B,H] (d h0), dc [B,H] (d c0); the
+// weight and input gradients are then GEMMs the caller runs (as on the CPU). need_dh0: compute dh
+// for t = 0.
+MG_CUDA_API(void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float* acts,
+                                    const float* cells, const float* c0, const float* w_hh,
+                                    const float* grad_y, bool need_dh0, float* d_gates, float* dh,
+                                    float* dc))
 
 // ---- cuda/fused_head_loss.cu: nn/fused_head_loss.cpp ----
 // z [rows,V] += b (row broadcast).
@@ -160,19 +195,21 @@ MG_CUDA_API(void cuda_add_row_bias(float* z, int64_t rows, int64_t V, const floa
 // component's log-prob of the target, softmax or sigsoftmax (sig) of z's row.
 MG_CUDA_API(void cuda_head_row_stats(const float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
                                      const int64_t* targets, bool sig, float* lse, float* comp))
-// Per target row n: a_k = comp + log π (log_pi null: 0); nll[n] = -logsumexp_k a_k; resp = softmax_k a.
-MG_CUDA_API(void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K, float* resp, float* nll))
+// Per target row n: a_k = comp + log π (log_pi null: 0); nll[n] = -logsumexp_k a_k; resp =
+// softmax_k a.
+MG_CUDA_API(void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K,
+                               float* resp, float* nll))
 // Overwrites the chunk's logits z with d loss / d z (see logits_to_grad) for the output gradient
 // g [1] (read on the device, so the host never waits): scale = g[0] * inv_n, inv_n = 1/N.
 MG_CUDA_API(void cuda_head_logits_to_grad(float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
-                                          const int64_t* targets, const float* resp, const float* lse, const float* g,
-                                          float inv_n, bool sig))
+                                          const int64_t* targets, const float* resp,
+                                          const float* lse, const float* g, float inv_n, bool sig))
 
 // ---- cuda/optim.cu: lm/optim.cpp ----
 // One update of n parameters (see Optimizer::step); a, b are the optimizer buffers (or null).
-MG_CUDA_API(void cuda_optimizer_step(CudaOptimizer kind, float* p, const float* g, float* a, float* b, int64_t n,
-                                     float lr, float wd, float mu, float beta1, float beta2, float eps, float bc1,
-                                     float bc2))
+MG_CUDA_API(void cuda_optimizer_step(CudaOptimizer kind, float* p, const float* g, float* a,
+                                     float* b, int64_t n, float lr, float wd, float mu, float beta1,
+                                     float beta2, float eps, float bc1, float bc2))
 
 #ifndef MOSGRAD_CUDA
 #pragma GCC diagnostic pop

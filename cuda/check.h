@@ -12,14 +12,15 @@ namespace mg {
 
 inline void cuda_check(cudaError_t status, const char* what, const char* file, int line) {
   if (status != cudaSuccess)
-    throw std::runtime_error(std::string("CUDA error in ") + what + " (" + file + ":" + std::to_string(line) +
-                             "): " + cudaGetErrorString(status));
+    throw std::runtime_error(std::string("CUDA error in ") + what + " (" + file + ":" +
+                             std::to_string(line) + "): " + cudaGetErrorString(status));
 }
 
 inline void cublas_check(cublasStatus_t status, const char* what, const char* file, int line) {
   if (status != CUBLAS_STATUS_SUCCESS)
-    throw std::runtime_error(std::string("cuBLAS error ") + std::to_string(static_cast<int>(status)) + " in " + what +
-                             " (" + file + ":" + std::to_string(line) + ")");
+    throw std::runtime_error(std::string("cuBLAS error ") +
+                             std::to_string(static_cast<int>(status)) + " in " + what + " (" +
+                             file + ":" + std::to_string(line) + ")");
 }
 
 // Grid size for n work items in blocks of `threads`, at least one block.

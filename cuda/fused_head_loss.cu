@@ -3,9 +3,9 @@
 // z = ctx W^T and the gradients d ctx, d W, d b) with cuda_gemm; the kernels here are the per-row
 // parts in between:
 //   cuda_add_row_bias        z += b                               (chunk_logits)
-//   cuda_head_row_stats      lse[r], comp[r] = log q(t | z_r)     (fused_mixture_nll's per-row loop)
-//   cuda_head_mix            resp = softmax_k a, nll = -lse_k a   (fused_mixture_nll's mixing loop)
-//   cuda_head_logits_to_grad z <- d loss / d z                    (logits_to_grad)
+//   cuda_head_row_stats      lse[r], comp[r] = log q(t | z_r)     (fused_mixture_nll's per-row
+//   loop) cuda_head_mix            resp = softmax_k a, nll = -lse_k a   (fused_mixture_nll's mixing
+//   loop) cuda_head_logits_to_grad z <- d loss / d z                    (logits_to_grad)
 // Each logits row (V ~ 10,000 floats) is owned by one thread block, which reduces it in a fixed
 // order: deterministic, no atomics.
 #include <cmath>
@@ -17,14 +17,19 @@ namespace mg {
 
 namespace {
 
-constexpr int kThreads = 256;        // threads per block (a multiple of 32, at most 1024)
-constexpr int kMaxGridY = 65535;     // the hardware limit of gridDim.y
-static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block_reduce needs whole warps, at most 32 of them");
+constexpr int kThreads = 256;     // threads per block (a multiple of 32, at most 1024)
+constexpr int kMaxGridY = 65535;  // the hardware limit of gridDim.y
+static_assert(kThreads % 32 == 0 && kThreads <= 1024,
+              "block_reduce needs whole warps, at most 32 of them");
 
 // The CPU's vsigmoid and vlog_sigmoid (tensor/vec_math.h) with the precise expf/log1pf:
 //   σ(x) = 1 / (1 + e^-x),   log σ(x) = min(x, 0) - log(1 + e^-|x|)   (no overflow, no log 0)
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
-__device__ __forceinline__ float log_sigmoid(float x) { return fminf(x, 0.0f) - log1pf(expf(-fabsf(x))); }
+__device__ __forceinline__ float sigmoid(float x) {
+  return 1.0f / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float log_sigmoid(float x) {
+  return fminf(x, 0.0f) - log1pf(expf(-fabsf(x)));
+}
 
 // The score a row is normalised over: s = z (softmax) or s = z + log σ(z) (sigsoftmax).
 template <bool kSig>
@@ -46,12 +51,14 @@ struct SumOp {
 template <typename T, typename Op>
 __device__ T block_reduce(T v, T identity, Op op, T* scratch) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
   if (lane == 0) scratch[warp] = v;
   __syncthreads();
   if (warp == 0) {
     v = lane < warps ? scratch[lane] : identity;
-    for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
+    for (int offset = 16; offset > 0; offset /= 2)
+      v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
     if (lane == 0) scratch[32] = v;
   }
   __syncthreads();
@@ -62,7 +69,8 @@ __device__ T block_reduce(T v, T identity, Op op, T* scratch) {
 // walks its column down the rows (stride gridDim.y), so b[j] is read once per thread; the rows
 // spread over gridDim.y blocks (at most 65535, the hardware limit).
 // z [rows,V], b [V].
-__global__ void add_row_bias_kernel(float* __restrict__ z, int64_t rows, int64_t V, const float* __restrict__ b) {
+__global__ void add_row_bias_kernel(float* __restrict__ z, int64_t rows, int64_t V,
+                                    const float* __restrict__ b) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= V) return;
   const float bj = b[j];
@@ -106,8 +114,8 @@ __global__ void head_row_stats_kernel(const float* __restrict__ z, int64_t V, in
 // As on the CPU, a_k is first stored in resp and then overwritten with the responsibility (so resp
 // may be comp itself: each element is read before it is written, by the same thread).
 // comp, log_pi (or null: K = 1) and resp [R] = [N,K]; nll [N].
-__global__ void head_mix_kernel(const float* comp, const float* __restrict__ log_pi, int64_t N, int64_t K,
-                                float* resp, float* __restrict__ nll) {
+__global__ void head_mix_kernel(const float* comp, const float* __restrict__ log_pi, int64_t N,
+                                int64_t K, float* resp, float* __restrict__ nll) {
   const int64_t n = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (n >= N) return;
   float* rn = resp + n * K;
@@ -136,9 +144,10 @@ __global__ void head_mix_kernel(const float* comp, const float* __restrict__ log
 // z [rows,V] (chunk rows, overwritten), targets [N], resp and lse [R], g [1].
 template <bool kSig>
 __global__ void head_logits_to_grad_kernel(float* __restrict__ z, int64_t V, int64_t r0, int64_t K,
-                                           const int64_t* __restrict__ targets, const float* __restrict__ resp,
-                                           const float* __restrict__ lse, const float* __restrict__ g,
-                                           float inv_n) {
+                                           const int64_t* __restrict__ targets,
+                                           const float* __restrict__ resp,
+                                           const float* __restrict__ lse,
+                                           const float* __restrict__ g, float inv_n) {
   const int64_t i = blockIdx.x, r = r0 + i, t = targets[r / K];
   const float scale = *g * inv_n;
   const float c = scale * resp[r], l = lse[r];
@@ -163,42 +172,47 @@ __global__ void head_logits_to_grad_kernel(float* __restrict__ z, int64_t V, int
 // z [rows,V] += b [V].
 void cuda_add_row_bias(float* z, int64_t rows, int64_t V, const float* b) {
   if (rows <= 0 || V <= 0) return;
-  const dim3 grid(grid_for(V, kThreads), static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY));
+  const dim3 grid(grid_for(V, kThreads),
+                  static_cast<unsigned>(rows < kMaxGridY ? rows : kMaxGridY));
   add_row_bias_kernel<<<grid, kThreads>>>(z, rows, V, b);
   CUDA_CHECK_LAUNCH("add_row_bias_kernel");
 }
 
 // z [rows,V] chunk logits of context rows r0..r0+rows-1, targets [N]; writes lse, comp [R] there.
-void cuda_head_row_stats(const float* z, int64_t rows, int64_t V, int64_t r0, int64_t K, const int64_t* targets,
-                         bool sig, float* lse, float* comp) {
+void cuda_head_row_stats(const float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
+                         const int64_t* targets, bool sig, float* lse, float* comp) {
   if (rows <= 0 || V <= 0) return;
   if (sig) {
-    head_row_stats_kernel<true><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, lse, comp);
+    head_row_stats_kernel<true>
+        <<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, lse, comp);
     CUDA_CHECK_LAUNCH("head_row_stats_kernel<sig>");
   } else {
-    head_row_stats_kernel<false><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, lse, comp);
+    head_row_stats_kernel<false>
+        <<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, lse, comp);
     CUDA_CHECK_LAUNCH("head_row_stats_kernel");
   }
 }
 
 // comp, log_pi (or null), resp [N,K]; nll [N].
-void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K, float* resp, float* nll) {
+void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K, float* resp,
+                   float* nll) {
   if (N <= 0 || K <= 0) return;
   head_mix_kernel<<<grid_for(N, kThreads), kThreads>>>(comp, log_pi, N, K, resp, nll);
   CUDA_CHECK_LAUNCH("head_mix_kernel");
 }
 
 // z [rows,V] chunk logits (overwritten with their gradient), targets [N], resp and lse [R].
-void cuda_head_logits_to_grad(float* z, int64_t rows, int64_t V, int64_t r0, int64_t K, const int64_t* targets,
-                              const float* resp, const float* lse, const float* g, float inv_n, bool sig) {
+void cuda_head_logits_to_grad(float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
+                              const int64_t* targets, const float* resp, const float* lse,
+                              const float* g, float inv_n, bool sig) {
   if (rows <= 0 || V <= 0) return;
   if (sig) {
-    head_logits_to_grad_kernel<true><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse, g,
-                                                                                 inv_n);
+    head_logits_to_grad_kernel<true>
+        <<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse, g, inv_n);
     CUDA_CHECK_LAUNCH("head_logits_to_grad_kernel<sig>");
   } else {
-    head_logits_to_grad_kernel<false><<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse, g,
-                                                                                  inv_n);
+    head_logits_to_grad_kernel<false>
+        <<<static_cast<unsigned>(rows), kThreads>>>(z, V, r0, K, targets, resp, lse, g, inv_n);
     CUDA_CHECK_LAUNCH("head_logits_to_grad_kernel");
   }
 }

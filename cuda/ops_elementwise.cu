@@ -20,10 +20,12 @@ constexpr int kThreads = 256;  // threads per block
 
 // Blocks for a grid-stride loop over n items: one item per thread up to 2^16 blocks (16M items),
 // beyond that each thread takes several.
-unsigned blocks_for(int64_t n) { return std::min<unsigned>(grid_for(n, kThreads), 1u << 16); }
+unsigned blocks_for(int64_t n) {
+  return std::min<unsigned>(grid_for(n, kThreads), 1u << 16);
+}
 
 // The grid-stride loop: i runs over [0, n), 64-bit so that n > 2^31 works.
-#define MG_GRID_STRIDE(i, n)                                                              \
+#define MG_GRID_STRIDE(i, n)                                                             \
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
@@ -40,34 +42,54 @@ __device__ __forceinline__ float sigmoid_scalar(float x) {
 template <CudaUnary F>
 __device__ __forceinline__ float apply_unary(float v, float s) {
   switch (F) {
-    case CudaUnary::Tanh: return tanhf(v);
-    case CudaUnary::Sigmoid: return sigmoid_scalar(v);
+    case CudaUnary::Tanh:
+      return tanhf(v);
+    case CudaUnary::Sigmoid:
+      return sigmoid_scalar(v);
     // log sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)), the min spelled as std::min(v, 0.0f) is.
-    case CudaUnary::LogSigmoid: return (0.0f < v ? 0.0f : v) - log1pf(expf(-fabsf(v)));
-    case CudaUnary::Exp: return expf(v);
-    case CudaUnary::Log: return logf(v);
-    case CudaUnary::Relu: return v > 0 ? v : 0.0f;
-    case CudaUnary::Square: return v * v;
-    case CudaUnary::AddScalar: return v + s;
-    case CudaUnary::MulScalar: return v * s;
-    case CudaUnary::Neg: return -v;
+    case CudaUnary::LogSigmoid:
+      return (0.0f < v ? 0.0f : v) - log1pf(expf(-fabsf(v)));
+    case CudaUnary::Exp:
+      return expf(v);
+    case CudaUnary::Log:
+      return logf(v);
+    case CudaUnary::Relu:
+      return v > 0 ? v : 0.0f;
+    case CudaUnary::Square:
+      return v * v;
+    case CudaUnary::AddScalar:
+      return v + s;
+    case CudaUnary::MulScalar:
+      return v * s;
+    case CudaUnary::Neg:
+      return -v;
   }
   return 0.0f;
 }
 
-// out = f(a, b) for one element; the *Grad ops are the backward of ops_unary.cpp with (a, b) = (g, saved).
+// out = f(a, b) for one element; the *Grad ops are the backward of ops_unary.cpp with (a, b) = (g,
+// saved).
 template <CudaBinary F>
 __device__ __forceinline__ float apply_binary(float a, float b) {
   switch (F) {
-    case CudaBinary::Add: return a + b;
-    case CudaBinary::Sub: return a - b;
-    case CudaBinary::Mul: return a * b;
-    case CudaBinary::Div: return a / b;
-    case CudaBinary::TanhGrad: return a * (1 - b * b);               // g (1 - y²)
-    case CudaBinary::SigmoidGrad: return a * b * (1 - b);            // g y (1 - y)
-    case CudaBinary::LogSigmoidGrad: return a * sigmoid_scalar(-b);  // g σ(-x)
-    case CudaBinary::ReluGrad: return b > 0 ? a : 0.0f;              // g [x > 0]
-    case CudaBinary::SquareGrad: return 2 * a * b;                   // 2 g x
+    case CudaBinary::Add:
+      return a + b;
+    case CudaBinary::Sub:
+      return a - b;
+    case CudaBinary::Mul:
+      return a * b;
+    case CudaBinary::Div:
+      return a / b;
+    case CudaBinary::TanhGrad:
+      return a * (1 - b * b);  // g (1 - y²)
+    case CudaBinary::SigmoidGrad:
+      return a * b * (1 - b);  // g y (1 - y)
+    case CudaBinary::LogSigmoidGrad:
+      return a * sigmoid_scalar(-b);  // g σ(-x)
+    case CudaBinary::ReluGrad:
+      return b > 0 ? a : 0.0f;  // g [x > 0]
+    case CudaBinary::SquareGrad:
+      return 2 * a * b;  // 2 g x
   }
   return 0.0f;
 }
@@ -75,8 +97,8 @@ __device__ __forceinline__ float apply_binary(float a, float b) {
 // Row-major element i of `shape`'s shape, located in two layouts of that rank: *o0 and *o1 receive
 // the offsets. The loop is unrolled over kCudaMaxDims so the layouts stay in kernel-parameter space
 // instead of being copied to local memory.
-__device__ __forceinline__ void locate2(int64_t i, const CudaLayout& shape, const CudaLayout& l0, int64_t* o0,
-                                        const CudaLayout& l1, int64_t* o1) {
+__device__ __forceinline__ void locate2(int64_t i, const CudaLayout& shape, const CudaLayout& l0,
+                                        int64_t* o0, const CudaLayout& l1, int64_t* o1) {
   int64_t a = l0.offset, b = l1.offset;
 #pragma unroll
   for (int d = kCudaMaxDims - 1; d >= 0; --d) {
@@ -93,8 +115,9 @@ __device__ __forceinline__ void locate2(int64_t i, const CudaLayout& shape, cons
 }
 
 // The same in three layouts (broadcast_binary: a, b and out), the shape being l2's.
-__device__ __forceinline__ void locate3(int64_t i, const CudaLayout& l0, int64_t* o0, const CudaLayout& l1,
-                                        int64_t* o1, const CudaLayout& l2, int64_t* o2) {
+__device__ __forceinline__ void locate3(int64_t i, const CudaLayout& l0, int64_t* o0,
+                                        const CudaLayout& l1, int64_t* o1, const CudaLayout& l2,
+                                        int64_t* o2) {
   int64_t a = l0.offset, b = l1.offset, c = l2.offset;
 #pragma unroll
   for (int d = kCudaMaxDims - 1; d >= 0; --d) {
@@ -115,8 +138,8 @@ __device__ __forceinline__ void locate3(int64_t i, const CudaLayout& l0, int64_t
 // Number of elements of a layout's shape (1 for rank 0, a scalar).
 int64_t numel_of(const CudaLayout& l, const char* what) {
   if (l.rank < 0 || l.rank > kCudaMaxDims)
-    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(l.rank) + " is outside [0, " +
-                                std::to_string(kCudaMaxDims) + "]");
+    throw std::invalid_argument(std::string(what) + ": rank " + std::to_string(l.rank) +
+                                " is outside [0, " + std::to_string(kCudaMaxDims) + "]");
   int64_t n = 1;
   for (int d = 0; d < l.rank; ++d) n *= l.shape[d];
   return n;
@@ -144,8 +167,8 @@ __global__ void binary_kernel(const float* a, const float* b, float* out, int64_
 // ops_binary.cpp broadcast_binary: output element i (row-major over out's shape) reads a and b
 // through their layouts, whose strides are 0 along broadcast dims.
 template <CudaBinary F>
-__global__ void broadcast_binary_kernel(const float* a, CudaLayout la, const float* b, CudaLayout lb, float* out,
-                                        CudaLayout lo, int64_t n) {
+__global__ void broadcast_binary_kernel(const float* a, CudaLayout la, const float* b,
+                                        CudaLayout lb, float* out, CudaLayout lo, int64_t n) {
   MG_GRID_STRIDE(i, n) {
     int64_t oa, ob, oo;
     locate3(i, la, &oa, lb, &ob, lo, &oo);
@@ -153,9 +176,10 @@ __global__ void broadcast_binary_kernel(const float* a, CudaLayout la, const flo
   }
 }
 
-// tensor.cpp copy_contiguous / narrow's backward / cat: dst viewed through ld = src viewed through ls,
-// element i taken row-major over the (shared) shape.
-__global__ void copy_strided_kernel(const float* src, CudaLayout ls, float* dst, CudaLayout ld, int64_t n) {
+// tensor.cpp copy_contiguous / narrow's backward / cat: dst viewed through ld = src viewed through
+// ls, element i taken row-major over the (shared) shape.
+__global__ void copy_strided_kernel(const float* src, CudaLayout ls, float* dst, CudaLayout ld,
+                                    int64_t n) {
   MG_GRID_STRIDE(i, n) {
     int64_t os, od;
     locate2(i, ls, ls, &os, ld, &od);
@@ -193,8 +217,8 @@ void launch_binary(const char* name, const float* a, const float* b, float* out,
 }
 
 template <CudaBinary F>
-void launch_broadcast(const char* name, const float* a, const CudaLayout& la, const float* b, const CudaLayout& lb,
-                      float* out, const CudaLayout& lo, int64_t n) {
+void launch_broadcast(const char* name, const float* a, const CudaLayout& la, const float* b,
+                      const CudaLayout& lb, float* out, const CudaLayout& lo, int64_t n) {
   broadcast_binary_kernel<F><<<blocks_for(n), kThreads>>>(a, la, b, lb, out, lo, n);
   CUDA_CHECK_LAUNCH(name);
 }
@@ -210,82 +234,107 @@ void cuda_fill(float* out, int64_t n, float value) {
 void cuda_unary(CudaUnary fn, const float* x, float* y, int64_t n, float scalar) {
   if (n <= 0) return;
   switch (fn) {
-    case CudaUnary::Tanh: return launch_unary<CudaUnary::Tanh>("unary_kernel<Tanh>", x, y, n, scalar);
-    case CudaUnary::Sigmoid: return launch_unary<CudaUnary::Sigmoid>("unary_kernel<Sigmoid>", x, y, n, scalar);
+    case CudaUnary::Tanh:
+      return launch_unary<CudaUnary::Tanh>("unary_kernel<Tanh>", x, y, n, scalar);
+    case CudaUnary::Sigmoid:
+      return launch_unary<CudaUnary::Sigmoid>("unary_kernel<Sigmoid>", x, y, n, scalar);
     case CudaUnary::LogSigmoid:
       return launch_unary<CudaUnary::LogSigmoid>("unary_kernel<LogSigmoid>", x, y, n, scalar);
-    case CudaUnary::Exp: return launch_unary<CudaUnary::Exp>("unary_kernel<Exp>", x, y, n, scalar);
-    case CudaUnary::Log: return launch_unary<CudaUnary::Log>("unary_kernel<Log>", x, y, n, scalar);
-    case CudaUnary::Relu: return launch_unary<CudaUnary::Relu>("unary_kernel<Relu>", x, y, n, scalar);
-    case CudaUnary::Square: return launch_unary<CudaUnary::Square>("unary_kernel<Square>", x, y, n, scalar);
+    case CudaUnary::Exp:
+      return launch_unary<CudaUnary::Exp>("unary_kernel<Exp>", x, y, n, scalar);
+    case CudaUnary::Log:
+      return launch_unary<CudaUnary::Log>("unary_kernel<Log>", x, y, n, scalar);
+    case CudaUnary::Relu:
+      return launch_unary<CudaUnary::Relu>("unary_kernel<Relu>", x, y, n, scalar);
+    case CudaUnary::Square:
+      return launch_unary<CudaUnary::Square>("unary_kernel<Square>", x, y, n, scalar);
     case CudaUnary::AddScalar:
       return launch_unary<CudaUnary::AddScalar>("unary_kernel<AddScalar>", x, y, n, scalar);
     case CudaUnary::MulScalar:
       return launch_unary<CudaUnary::MulScalar>("unary_kernel<MulScalar>", x, y, n, scalar);
-    case CudaUnary::Neg: return launch_unary<CudaUnary::Neg>("unary_kernel<Neg>", x, y, n, scalar);
+    case CudaUnary::Neg:
+      return launch_unary<CudaUnary::Neg>("unary_kernel<Neg>", x, y, n, scalar);
   }
-  throw std::invalid_argument("cuda_unary: unknown CudaUnary " + std::to_string(static_cast<int>(fn)));
+  throw std::invalid_argument("cuda_unary: unknown CudaUnary " +
+                              std::to_string(static_cast<int>(fn)));
 }
 
 void cuda_binary(CudaBinary fn, const float* a, const float* b, float* out, int64_t n) {
   if (n <= 0) return;
   switch (fn) {
-    case CudaBinary::Add: return launch_binary<CudaBinary::Add>("binary_kernel<Add>", a, b, out, n);
-    case CudaBinary::Sub: return launch_binary<CudaBinary::Sub>("binary_kernel<Sub>", a, b, out, n);
-    case CudaBinary::Mul: return launch_binary<CudaBinary::Mul>("binary_kernel<Mul>", a, b, out, n);
-    case CudaBinary::Div: return launch_binary<CudaBinary::Div>("binary_kernel<Div>", a, b, out, n);
-    case CudaBinary::TanhGrad: return launch_binary<CudaBinary::TanhGrad>("binary_kernel<TanhGrad>", a, b, out, n);
+    case CudaBinary::Add:
+      return launch_binary<CudaBinary::Add>("binary_kernel<Add>", a, b, out, n);
+    case CudaBinary::Sub:
+      return launch_binary<CudaBinary::Sub>("binary_kernel<Sub>", a, b, out, n);
+    case CudaBinary::Mul:
+      return launch_binary<CudaBinary::Mul>("binary_kernel<Mul>", a, b, out, n);
+    case CudaBinary::Div:
+      return launch_binary<CudaBinary::Div>("binary_kernel<Div>", a, b, out, n);
+    case CudaBinary::TanhGrad:
+      return launch_binary<CudaBinary::TanhGrad>("binary_kernel<TanhGrad>", a, b, out, n);
     case CudaBinary::SigmoidGrad:
       return launch_binary<CudaBinary::SigmoidGrad>("binary_kernel<SigmoidGrad>", a, b, out, n);
     case CudaBinary::LogSigmoidGrad:
-      return launch_binary<CudaBinary::LogSigmoidGrad>("binary_kernel<LogSigmoidGrad>", a, b, out, n);
-    case CudaBinary::ReluGrad: return launch_binary<CudaBinary::ReluGrad>("binary_kernel<ReluGrad>", a, b, out, n);
+      return launch_binary<CudaBinary::LogSigmoidGrad>("binary_kernel<LogSigmoidGrad>", a, b, out,
+                                                       n);
+    case CudaBinary::ReluGrad:
+      return launch_binary<CudaBinary::ReluGrad>("binary_kernel<ReluGrad>", a, b, out, n);
     case CudaBinary::SquareGrad:
       return launch_binary<CudaBinary::SquareGrad>("binary_kernel<SquareGrad>", a, b, out, n);
   }
-  throw std::invalid_argument("cuda_binary: unknown CudaBinary " + std::to_string(static_cast<int>(fn)));
+  throw std::invalid_argument("cuda_binary: unknown CudaBinary " +
+                              std::to_string(static_cast<int>(fn)));
 }
 
-void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout, const float* b, CudaLayout b_layout,
-                           float* out, CudaLayout out_layout) {
+void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout, const float* b,
+                           CudaLayout b_layout, float* out, CudaLayout out_layout) {
   const int64_t n = numel_of(out_layout, "cuda_broadcast_binary");
   if (a_layout.rank != out_layout.rank || b_layout.rank != out_layout.rank)
-    throw std::invalid_argument("cuda_broadcast_binary: input ranks " + std::to_string(a_layout.rank) + " and " +
+    throw std::invalid_argument("cuda_broadcast_binary: input ranks " +
+                                std::to_string(a_layout.rank) + " and " +
                                 std::to_string(b_layout.rank) + " differ from the output's " +
                                 std::to_string(out_layout.rank));
   if (n <= 0) return;
   const CudaLayout &la = a_layout, &lb = b_layout, &lo = out_layout;
   switch (fn) {
     case CudaBinary::Add:
-      return launch_broadcast<CudaBinary::Add>("broadcast_binary_kernel<Add>", a, la, b, lb, out, lo, n);
+      return launch_broadcast<CudaBinary::Add>("broadcast_binary_kernel<Add>", a, la, b, lb, out,
+                                               lo, n);
     case CudaBinary::Sub:
-      return launch_broadcast<CudaBinary::Sub>("broadcast_binary_kernel<Sub>", a, la, b, lb, out, lo, n);
+      return launch_broadcast<CudaBinary::Sub>("broadcast_binary_kernel<Sub>", a, la, b, lb, out,
+                                               lo, n);
     case CudaBinary::Mul:
-      return launch_broadcast<CudaBinary::Mul>("broadcast_binary_kernel<Mul>", a, la, b, lb, out, lo, n);
+      return launch_broadcast<CudaBinary::Mul>("broadcast_binary_kernel<Mul>", a, la, b, lb, out,
+                                               lo, n);
     case CudaBinary::Div:
-      return launch_broadcast<CudaBinary::Div>("broadcast_binary_kernel<Div>", a, la, b, lb, out, lo, n);
+      return launch_broadcast<CudaBinary::Div>("broadcast_binary_kernel<Div>", a, la, b, lb, out,
+                                               lo, n);
     case CudaBinary::TanhGrad:
-      return launch_broadcast<CudaBinary::TanhGrad>("broadcast_binary_kernel<TanhGrad>", a, la, b, lb, out, lo, n);
+      return launch_broadcast<CudaBinary::TanhGrad>("broadcast_binary_kernel<TanhGrad>", a, la, b,
+                                                    lb, out, lo, n);
     case CudaBinary::SigmoidGrad:
-      return launch_broadcast<CudaBinary::SigmoidGrad>("broadcast_binary_kernel<SigmoidGrad>", a, la, b, lb, out,
-                                                       lo, n);
+      return launch_broadcast<CudaBinary::SigmoidGrad>("broadcast_binary_kernel<SigmoidGrad>", a,
+                                                       la, b, lb, out, lo, n);
     case CudaBinary::LogSigmoidGrad:
-      return launch_broadcast<CudaBinary::LogSigmoidGrad>("broadcast_binary_kernel<LogSigmoidGrad>", a, la, b, lb,
-                                                          out, lo, n);
+      return launch_broadcast<CudaBinary::LogSigmoidGrad>("broadcast_binary_kernel<LogSigmoidGrad>",
+                                                          a, la, b, lb, out, lo, n);
     case CudaBinary::ReluGrad:
-      return launch_broadcast<CudaBinary::ReluGrad>("broadcast_binary_kernel<ReluGrad>", a, la, b, lb, out, lo, n);
+      return launch_broadcast<CudaBinary::ReluGrad>("broadcast_binary_kernel<ReluGrad>", a, la, b,
+                                                    lb, out, lo, n);
     case CudaBinary::SquareGrad:
-      return launch_broadcast<CudaBinary::SquareGrad>("broadcast_binary_kernel<SquareGrad>", a, la, b, lb, out, lo,
-                                                      n);
+      return launch_broadcast<CudaBinary::SquareGrad>("broadcast_binary_kernel<SquareGrad>", a, la,
+                                                      b, lb, out, lo, n);
   }
-  throw std::invalid_argument("cuda_broadcast_binary: unknown CudaBinary " + std::to_string(static_cast<int>(fn)));
+  throw std::invalid_argument("cuda_broadcast_binary: unknown CudaBinary " +
+                              std::to_string(static_cast<int>(fn)));
 }
 
 void cuda_copy_strided(const float* src, CudaLayout src_layout, float* dst, CudaLayout dst_layout) {
   const int64_t n = numel_of(src_layout, "cuda_copy_strided");
   if (dst_layout.rank != src_layout.rank)
-    throw std::invalid_argument("cuda_copy_strided: source rank " + std::to_string(src_layout.rank) +
-                                " differs from the destination's " + std::to_string(dst_layout.rank));
+    throw std::invalid_argument(
+        "cuda_copy_strided: source rank " + std::to_string(src_layout.rank) +
+        " differs from the destination's " + std::to_string(dst_layout.rank));
   if (n <= 0) return;
   copy_strided_kernel<<<blocks_for(n), kThreads>>>(src, src_layout, dst, dst_layout, n);
   CUDA_CHECK_LAUNCH("copy_strided_kernel");

@@ -19,11 +19,14 @@ constexpr int kRowThreads = 128;  // threads per block for index_add (one block 
 constexpr unsigned kMaxGrid = 65535;
 
 // Blocks for a grid-stride loop over n items (one per thread up to kMaxGrid blocks).
-unsigned blocks_for(int64_t n) { return std::min<unsigned>(grid_for(n, kThreads), kMaxGrid); }
+unsigned blocks_for(int64_t n) {
+  return std::min<unsigned>(grid_for(n, kThreads), kMaxGrid);
+}
 
 // ops_index.cpp index_select: out [n, C] row i = table [R, C] row index[i]. One thread per output
 // element (flattened i*C + c), so a warp reads and writes C-contiguous runs: coalesced.
-__global__ void index_select_kernel(const float* table, int64_t C, const int64_t* index, int64_t n, float* out) {
+__global__ void index_select_kernel(const float* table, int64_t C, const int64_t* index, int64_t n,
+                                    float* out) {
   const int64_t total = n * C;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < total;
        k += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -38,8 +41,9 @@ __global__ void index_select_kernel(const float* table, int64_t C, const int64_t
 // order (a stable sort by index), and each thread adds them, column by column, into a float
 // accumulator that starts at grad's current value: the same additions in the same order as the
 // CPU, so the same bits, and no two blocks ever touch the same row (no atomics).
-__global__ void index_add_kernel(const float* g, int64_t C, const int64_t* index, const int64_t* order,
-                                 const int64_t* starts, int64_t U, float* grad) {
+__global__ void index_add_kernel(const float* g, int64_t C, const int64_t* index,
+                                 const int64_t* order, const int64_t* starts, int64_t U,
+                                 float* grad) {
   for (int64_t u = blockIdx.x; u < U; u += gridDim.x) {
     const int64_t k0 = starts[u], k1 = starts[u + 1];
     if (k0 >= k1) continue;  // an empty group (not produced by a proper grouping, but harmless)
@@ -53,7 +57,8 @@ __global__ void index_add_kernel(const float* g, int64_t C, const int64_t* index
 }
 
 // ops_index.cpp gather_rows: out [N] = x [N, C] at (i, index[i]). One thread per row.
-__global__ void gather_rows_kernel(const float* x, int64_t N, int64_t C, const int64_t* index, float* out) {
+__global__ void gather_rows_kernel(const float* x, int64_t N, int64_t C, const int64_t* index,
+                                   float* out) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     out[i] = x[i * C + index[i]];
@@ -62,8 +67,8 @@ __global__ void gather_rows_kernel(const float* x, int64_t N, int64_t C, const i
 // gather_rows' and nll_loss's backward: grad [N, C] at (i, index[i]) = g [N] [i] * scale, or scale
 // alone when g is null (nll_loss: -g/N for every row). One thread per row; every other element of
 // grad stays as the caller left it (zero).
-__global__ void scatter_rows_kernel(const float* g, float scale, int64_t N, int64_t C, const int64_t* index,
-                                    float* grad) {
+__global__ void scatter_rows_kernel(const float* g, float scale, int64_t N, int64_t C,
+                                    const int64_t* index, float* grad) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < N;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
     grad[i * C + index[i]] = g ? g[i] * scale : scale;
@@ -77,8 +82,8 @@ void cuda_index_select(const float* table, int64_t C, const int64_t* index, int6
   CUDA_CHECK_LAUNCH("index_select_kernel");
 }
 
-void cuda_index_add(const float* g, int64_t C, const int64_t* index, const int64_t* order, const int64_t* starts,
-                    int64_t U, float* grad) {
+void cuda_index_add(const float* g, int64_t C, const int64_t* index, const int64_t* order,
+                    const int64_t* starts, int64_t U, float* grad) {
   if (U <= 0 || C <= 0) return;
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(U, kMaxGrid));
   index_add_kernel<<<blocks, kRowThreads>>>(g, C, index, order, starts, U, grad);
@@ -91,7 +96,8 @@ void cuda_gather_rows(const float* x, int64_t N, int64_t C, const int64_t* index
   CUDA_CHECK_LAUNCH("gather_rows_kernel");
 }
 
-void cuda_scatter_rows(const float* g, float scale, int64_t N, int64_t C, const int64_t* index, float* grad) {
+void cuda_scatter_rows(const float* g, float scale, int64_t N, int64_t C, const int64_t* index,
+                       float* grad) {
   if (N <= 0) return;
   scatter_rows_kernel<<<blocks_for(N), kThreads>>>(g, scale, N, C, index, grad);
   CUDA_CHECK_LAUNCH("scatter_rows_kernel");

@@ -12,7 +12,8 @@
 // and its elements are inner apart. Two shapes of work:
 //   - inner == 1 and n long (softmax over V = 10,000 words): one block per line, its threads
 //     striding along the line (coalesced) and combining with a block reduction;
-//   - otherwise (inner > 1, or short lines such as K = 15 experts): one thread per line, neighbouring
+//   - otherwise (inner > 1, or short lines such as K = 15 experts): one thread per line,
+//   neighbouring
 //     threads taking neighbouring lines (coalesced when inner > 1); sum_dim splits each line over a
 //     few threads as well (see sum_dim_columns_kernel).
 #include <cmath>
@@ -26,10 +27,13 @@ namespace mg {
 
 namespace {
 
-constexpr int kThreads = 256;        // threads per block; a multiple of 32 (block_reduce needs whole warps)
-constexpr int64_t kLongLine = 128;   // inner == 1 lines at least this long get a block each
-constexpr int kMaxPartials = 1024;   // sum_all / sum_squares: at most this many per-block partial sums
-constexpr unsigned kMaxGrid = 65535; // block-per-line kernels loop when there are more lines than this
+constexpr int kThreads =
+    256;  // threads per block; a multiple of 32 (block_reduce needs whole warps)
+constexpr int64_t kLongLine = 128;  // inner == 1 lines at least this long get a block each
+constexpr int kMaxPartials =
+    1024;  // sum_all / sum_squares: at most this many per-block partial sums
+constexpr unsigned kMaxGrid =
+    65535;  // block-per-line kernels loop when there are more lines than this
 
 struct MaxOp {
   __device__ float operator()(float a, float b) const { return b > a ? b : a; }
@@ -55,13 +59,15 @@ __device__ T block_reduce(T v, Op op, T identity) {
     if (lane == 0) result = v;
   }
   __syncthreads();
-  return result;  // the next call writes warp_part and result only after a __syncthreads: safe to reuse
+  return result;  // the next call writes warp_part and result only after a __syncthreads: safe to
+                  // reuse
 }
 
 // ---- sum of all elements (ops_reduce.cpp sum) and of squares (lm/optim.cpp clip_grad_norm) ----
 
-// Pass 1: block b sums x [n] (or x² when kSquares) over elements b*kThreads + t + k*gridDim.x*kThreads
-// into partial[b] (double). The grid size depends only on n, so the grouping is fixed.
+// Pass 1: block b sums x [n] (or x² when kSquares) over elements b*kThreads + t +
+// k*gridDim.x*kThreads into partial[b] (double). The grid size depends only on n, so the grouping
+// is fixed.
 template <bool kSquares>
 __global__ void sum_partials_kernel(const float* x, int64_t n, double* partial) {
   double acc = 0;
@@ -115,7 +121,8 @@ void sum_two_pass(const float* x, int64_t n, float* out_f, double* out_d) {
 
 // inner == 1, long lines: block per line, out[w] = Σ_j x[w*n + j].
 __global__ void sum_dim_block_kernel(const float* x, int64_t lines, int64_t n, float* out) {
-  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {  // block-uniform: safe around block_reduce
+  for (int64_t w = blockIdx.x; w < lines;
+       w += gridDim.x) {  // block-uniform: safe around block_reduce
     const float* line = x + w * n;
     double acc = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += line[j];
@@ -135,7 +142,8 @@ __global__ void sum_dim_columns_kernel(const float* x, CudaSplit s, float* out) 
   const int l = threadIdx.x, p = threadIdx.y;
   const int64_t lines = s.outer * s.inner;
   for (int64_t w0 = static_cast<int64_t>(blockIdx.x) * kColumnLines; w0 < lines;
-       w0 += static_cast<int64_t>(gridDim.x) * kColumnLines) {  // block-uniform: safe around __syncthreads
+       w0 += static_cast<int64_t>(gridDim.x) *
+             kColumnLines) {  // block-uniform: safe around __syncthreads
     const int64_t w = w0 + l;
     double acc = 0;
     if (w < lines) {
@@ -197,7 +205,8 @@ __global__ void logsumexp_thread_kernel(const float* x, CudaSplit s, float* out)
 // first), or exp(x_j - m) * (1 / Σ).
 
 // inner == 1, long lines: block per line.
-__global__ void softmax_block_kernel(const float* x, int64_t lines, int64_t n, float* y, bool log_space) {
+__global__ void softmax_block_kernel(const float* x, int64_t lines, int64_t n, float* y,
+                                     bool log_space) {
   for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
     const float* line = x + w * n;
     float* oline = y + w * n;
@@ -243,8 +252,8 @@ __global__ void softmax_thread_kernel(const float* x, CudaSplit s, float* y, boo
 // The sum in double, rounded to float once, as on the CPU.
 
 // inner == 1, long lines: block per line.
-__global__ void softmax_backward_block_kernel(const float* g, const float* y, int64_t lines, int64_t n, float* dx,
-                                              bool log_space) {
+__global__ void softmax_backward_block_kernel(const float* g, const float* y, int64_t lines,
+                                              int64_t n, float* dx, bool log_space) {
   for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
     const float* gl = g + w * n;
     const float* yl = y + w * n;
@@ -258,8 +267,8 @@ __global__ void softmax_backward_block_kernel(const float* g, const float* y, in
 }
 
 // Thread per line.
-__global__ void softmax_backward_thread_kernel(const float* g, const float* y, CudaSplit s, float* dx,
-                                               bool log_space) {
+__global__ void softmax_backward_thread_kernel(const float* g, const float* y, CudaSplit s,
+                                               float* dx, bool log_space) {
   const int64_t lines = s.outer * s.inner;
   for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < lines;
        w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -278,11 +287,15 @@ __global__ void softmax_backward_thread_kernel(const float* g, const float* y, C
 }
 
 // Which decomposition a split gets (see the top of the file).
-bool block_per_line(const CudaSplit& s) { return s.inner == 1 && s.n >= kLongLine; }
+bool block_per_line(const CudaSplit& s) {
+  return s.inner == 1 && s.n >= kLongLine;
+}
 
 // Grids: block-per-line kernels get one block per line (looping beyond kMaxGrid); thread-per-line
 // kernels one thread per line (looping beyond kMaxGrid blocks).
-unsigned line_blocks(int64_t lines) { return static_cast<unsigned>(lines < kMaxGrid ? lines : kMaxGrid); }
+unsigned line_blocks(int64_t lines) {
+  return static_cast<unsigned>(lines < kMaxGrid ? lines : kMaxGrid);
+}
 unsigned thread_blocks(int64_t lines) {
   const unsigned b = grid_for(lines, kThreads);
   return b < kMaxGrid ? b : kMaxGrid;
@@ -290,7 +303,8 @@ unsigned thread_blocks(int64_t lines) {
 
 void check_split(const CudaSplit& s, const char* what) {
   if (s.outer < 0 || s.n < 0 || s.inner < 0)
-    throw std::invalid_argument(std::string(what) + ": negative size in the [outer, n, inner] split");
+    throw std::invalid_argument(std::string(what) +
+                                ": negative size in the [outer, n, inner] split");
 }
 
 }  // namespace
@@ -309,8 +323,10 @@ void cuda_sum_squares(int count, const float* const* xs, const int64_t* ns, doub
   double* totals = static_cast<double*>(cuda_allocate_bytes(bytes));
   try {
     for (int i = 0; i < count; ++i) {
-      if (ns[i] <= 0) CUDA_CHECK(cudaMemsetAsync(totals + i, 0, sizeof(double), 0));
-      else sum_two_pass<true>(xs[i], ns[i], nullptr, totals + i);
+      if (ns[i] <= 0)
+        CUDA_CHECK(cudaMemsetAsync(totals + i, 0, sizeof(double), 0));
+      else
+        sum_two_pass<true>(xs[i], ns[i], nullptr, totals + i);
     }
     cuda_copy_to_host(host_totals, totals, bytes);  // the one synchronisation
   } catch (...) {
@@ -366,7 +382,8 @@ void cuda_softmax_backward(const float* g, const float* y, CudaSplit s, float* d
   const int64_t lines = s.outer * s.inner;
   if (lines == 0 || s.n == 0) return;
   if (block_per_line(s)) {
-    softmax_backward_block_kernel<<<line_blocks(lines), kThreads>>>(g, y, lines, s.n, dx, log_space);
+    softmax_backward_block_kernel<<<line_blocks(lines), kThreads>>>(g, y, lines, s.n, dx,
+                                                                    log_space);
     CUDA_CHECK_LAUNCH("softmax_backward_block_kernel");
   } else {
     softmax_backward_thread_kernel<<<thread_blocks(lines), kThreads>>>(g, y, s, dx, log_space);

@@ -25,10 +25,11 @@ __host__ __device__ inline void philox_block(uint64_t seed, uint64_t block, uint
 
 // Philox block t of the draw [first, end): the positions of block (first >> 2) + t that lie in the
 // draw, written to out[pos - first] as the dropout mask: keep_scale / 0 as uniform >= p.
-// The first and last blocks may be partly outside the draw when first or end is not a multiple of 4.
+// The first and last blocks may be partly outside the draw when first or end is not a multiple
+// of 4.
 // __host__ too, so that it can be checked against the CPU on the host.
-__host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, uint64_t end, uint64_t t, float p,
-                                           float keep_scale, float* out) {
+__host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, uint64_t end,
+                                                uint64_t t, float p, float keep_scale, float* out) {
   const uint64_t block = (first >> 2) + t;
   uint32_t words[4];
   philox_block(seed, block, words);
@@ -49,7 +50,8 @@ __host__ __device__ inline uint64_t block_count(uint64_t first, uint64_t end) {
 // i = keep_scale / 0 as uniform(first + i) >= p. One thread per Philox block: a block
 // gives four consecutive positions, so each is computed once (the CPU's one-at-a-time
 // philox_uniform would compute every block four times).
-__global__ void dropout_mask_kernel(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale, float* out) {
+__global__ void dropout_mask_kernel(uint64_t seed, uint64_t first, int64_t n, float p,
+                                    float keep_scale, float* out) {
   const uint64_t end = first + static_cast<uint64_t>(n);  // one past the last position
   const uint64_t blocks = block_count(first, end);
   for (uint64_t t = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < blocks;
@@ -58,11 +60,12 @@ __global__ void dropout_mask_kernel(uint64_t seed, uint64_t first, int64_t n, fl
 }
 
 // Launch over the Philox blocks that positions [first, first + n) touch.
-void launch_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale, float* out) {
+void launch_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float keep_scale,
+                         float* out) {
   const uint64_t blocks = block_count(first, first + static_cast<uint64_t>(n));
   const uint64_t grid = (blocks + kThreads - 1) / kThreads;
-  dropout_mask_kernel<<<static_cast<unsigned>(grid < 65535 ? grid : 65535), kThreads>>>(seed, first, n, p,
-                                                                                        keep_scale, out);
+  dropout_mask_kernel<<<static_cast<unsigned>(grid < 65535 ? grid : 65535), kThreads>>>(
+      seed, first, n, p, keep_scale, out);
   CUDA_CHECK_LAUNCH("dropout_mask_kernel");
 }
 
@@ -70,7 +73,8 @@ void launch_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, floa
 
 void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask) {
   if (n <= 0) return;
-  // On the host and in float, exactly as nn/dropout.cpp dropout_mask computes it (the caller checks p in [0, 1)).
+  // On the host and in float, exactly as nn/dropout.cpp dropout_mask computes it (the caller checks
+  // p in [0, 1)).
   const float keep_scale = 1.0f / (1.0f - p);
   launch_dropout_mask(seed, first, n, p, keep_scale, mask);
 }

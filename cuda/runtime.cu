@@ -1,8 +1,8 @@
 // The device itself: detection, the caching allocator (mirrors tensor/allocator.cpp), host<->device
 // copies and the cuBLAS GEMM behind matmul (mirrors tensor/gemm.cpp's contract).
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -34,14 +34,15 @@ std::string cuda_device_description() {
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   char mem[64];
   std::snprintf(mem, sizeof mem, "%.1f GiB", static_cast<double>(prop.totalGlobalMem) / (1 << 30));
-  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ", " + mem + ")";
+  return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+         std::to_string(prop.minor) + ", " + mem + ")";
 }
 
 // ---- the caching allocator ----
 // cudaMalloc and cudaFree synchronise the whole device and cost tens of microseconds: a training
 // step that allocated its few hundred buffers fresh would spend more time there than computing.
-// As on the CPU, freed blocks wait in size buckets (8 per power of two, <= 12.5% waste) for the next
-// request of that bucket. Only cudaMalloc: never managed memory.
+// As on the CPU, freed blocks wait in size buckets (8 per power of two, <= 12.5% waste) for the
+// next request of that bucket. Only cudaMalloc: never managed memory.
 namespace {
 
 size_t bucket_of(size_t bytes) {
@@ -58,7 +59,8 @@ struct DeviceCache {
 };
 
 DeviceCache& device_cache() {
-  static DeviceCache* c = new DeviceCache();  // never destroyed: tensors may die during static destruction
+  static DeviceCache* c =
+      new DeviceCache();  // never destroyed: tensors may die during static destruction
   return *c;
 }
 
@@ -94,7 +96,8 @@ void* cuda_allocate_bytes(size_t bytes) {
     c.cached -= static_cast<int64_t>(b);
   } else {
     cudaError_t status = cudaMalloc(&p, b);
-    if (status == cudaErrorMemoryAllocation) {  // give the cache back to the driver and try once more
+    if (status ==
+        cudaErrorMemoryAllocation) {  // give the cache back to the driver and try once more
       cudaGetLastError();
       free_cached_blocks(c);
       status = cudaMalloc(&p, b);
@@ -105,10 +108,11 @@ void* cuda_allocate_bytes(size_t bytes) {
       cudaMemGetInfo(&free_bytes, &total_bytes);
       char buf[256];
       std::snprintf(buf, sizeof buf,
-                    "out of GPU memory: a tensor of %.1f MiB did not fit (%.1f MiB free of %.1f MiB, %.1f MiB "
+                    "out of GPU memory: a tensor of %.1f MiB did not fit (%.1f MiB free of %.1f "
+                    "MiB, %.1f MiB "
                     "held by mosgrad's live tensors): %s",
-                    b / 1048576.0, free_bytes / 1048576.0, total_bytes / 1048576.0, c.live / 1048576.0,
-                    cudaGetErrorString(status));
+                    b / 1048576.0, free_bytes / 1048576.0, total_bytes / 1048576.0,
+                    c.live / 1048576.0, cudaGetErrorString(status));
       throw std::runtime_error(buf);
     }
   }
@@ -124,7 +128,8 @@ void cuda_release_bytes(void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(c.mutex);
   c.live -= static_cast<int64_t>(b);
   try {
-    c.free_lists[b].push_back(p);  // kernels still queued on the stream may use p: reuse is in stream order
+    c.free_lists[b].push_back(
+        p);  // kernels still queued on the stream may use p: reuse is in stream order
     c.cached += static_cast<int64_t>(b);
   } catch (...) {  // called from destructors: never throw; cudaFree waits for the queued kernels
     cudaFree(p);
@@ -153,7 +158,9 @@ void cuda_copy_on_device(void* dst, const void* src, size_t bytes) {
   if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, 0));
 }
 
-void cuda_synchronize() { CUDA_CHECK(cudaDeviceSynchronize()); }
+void cuda_synchronize() {
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
 
 // ---- cuBLAS ----
 namespace {
@@ -165,14 +172,17 @@ cublasHandle_t g_handle = nullptr;
 cublasHandle_t blas() {
   if (!g_handle) {
     CUBLAS_CHECK(cublasCreate(&g_handle));
-    std::atexit([] { cublasDestroy(g_handle); });  // its workspace back to the driver before the runtime goes
+    std::atexit([] {
+      cublasDestroy(g_handle);
+    });  // its workspace back to the driver before the runtime goes
   }
   cublasHandle_t handle = g_handle;
   // Pedantic FP32 unless --tf32: the default math mode may still pick reduced-precision paths when
   // NVIDIA_TF32_OVERRIDE is set in the environment.
   static bool mode_tf32 = !g_tf32;
   if (mode_tf32 != g_tf32) {
-    CUBLAS_CHECK(cublasSetMathMode(handle, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+    CUBLAS_CHECK(
+        cublasSetMathMode(handle, g_tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
     mode_tf32 = g_tf32;
   }
   return handle;
@@ -180,7 +190,9 @@ cublasHandle_t blas() {
 
 }  // namespace
 
-void cuda_set_tf32(bool on) { g_tf32 = on; }
+void cuda_set_tf32(bool on) {
+  g_tf32 = on;
+}
 
 // ---- GEMM timing for the benchmark ----
 namespace {
@@ -249,32 +261,36 @@ double cuda_gemm_timing(bool on) {
 // cuBLAS is column-major. A row-major [M,N] matrix with leading dimension ld is, read column-major,
 // its transpose [N,M] with the same ld. So row-major C = op(A) op(B) is column-major
 // C^T = op(B)^T op(A)^T: swap the operands (and M with N), keep each one's transpose flag.
-void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-               const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+void cuda_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha,
+               const float* A, int64_t lda, const float* B, int64_t ldb, float beta, float* C,
+               int64_t ldc) {
   if (M == 0 || N == 0) return;
   if (K == 0) {  // C = beta C; cuBLAS still wants leading dimensions that fit an empty operand
     ldb = std::max<int64_t>(ldb, trans_b ? 1 : N);
     lda = std::max<int64_t>(lda, trans_a ? M : 1);
   }
   const GemmTiming timing;
-  CUBLAS_CHECK(cublasSgemm(blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
-                           static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
+  CUBLAS_CHECK(cublasSgemm(
+      blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
+      static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
 }
 
-void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float* A, int64_t lda, int64_t stride_a, const float* B, int64_t ldb, int64_t stride_b,
-                       float beta, float* C, int64_t ldc, int64_t stride_c) {
+void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float* A, int64_t lda, int64_t stride_a, const float* B,
+                       int64_t ldb, int64_t stride_b, float beta, float* C, int64_t ldc,
+                       int64_t stride_c) {
   if (G == 0 || M == 0 || N == 0) return;
   if (K == 0) {
     ldb = std::max<int64_t>(ldb, trans_b ? 1 : N);
     lda = std::max<int64_t>(lda, trans_a ? M : 1);
   }
   const GemmTiming timing;
-  CUBLAS_CHECK(cublasSgemmStridedBatched(blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                         static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
-                                         static_cast<int>(ldb), stride_b, A, static_cast<int>(lda), stride_a, &beta, C,
-                                         static_cast<int>(ldc), stride_c, static_cast<int>(G)));
+  CUBLAS_CHECK(cublasSgemmStridedBatched(
+      blas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+      static_cast<int>(N), static_cast<int>(M), static_cast<int>(K), &alpha, B,
+      static_cast<int>(ldb), stride_b, A, static_cast<int>(lda), stride_a, &beta, C,
+      static_cast<int>(ldc), stride_c, static_cast<int>(G)));
 }
 
 }  // namespace mg

@@ -51,10 +51,12 @@ void remove_leftover_temporaries(const std::string& path) noexcept {
         long long pid = 0;
         if (!parse_pid_suffix(name.substr(prefix.size()), &pid)) continue;
         // Our own pid: another thread may be saving right now. A live process: the same.
-        if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+        if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
+          continue;
       }
       struct stat st;
-      if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(it->path().c_str());
+      if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode))
+        ::unlink(it->path().c_str());
     }
   } catch (...) {
   }
@@ -62,18 +64,20 @@ void remove_leftover_temporaries(const std::string& path) noexcept {
 
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(const std::string& path) : path_(path), tmp_path_(unique_tmp_path(path)) {
+AtomicFileWriter::AtomicFileWriter(const std::string& path)
+    : path_(path), tmp_path_(unique_tmp_path(path)) {
   // O_EXCL: create a new file or fail, so nothing already at this name (a symlink included, even a
   // dangling one) is ever written through; O_NOFOLLOW says the same for the last component.
-  const int fd = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  const int fd =
+      ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   if (fd < 0) {
     const int err = errno;
     // Not ours: whatever sits at the name stays where it is.
-    throw std::runtime_error("cannot create " + tmp_path_ + " (to be renamed to " + path_ + "): " +
-                             std::strerror(err) +
-                             (err == EEXIST ? " (something is already at the temporary's name; mosgrad never "
-                                              "writes through an existing file or symlink)"
-                                            : " (does the directory exist and is it writable?)"));
+    throw std::runtime_error(
+        "cannot create " + tmp_path_ + " (to be renamed to " + path_ + "): " + std::strerror(err) +
+        (err == EEXIST ? " (something is already at the temporary's name; mosgrad never "
+                         "writes through an existing file or symlink)"
+                       : " (does the directory exist and is it writable?)"));
   }
   file_ = ::fdopen(fd, "wb");
   if (!file_) {
@@ -98,7 +102,8 @@ void AtomicFileWriter::fail(const std::string& what) {
     file_ = nullptr;
   }
   ::unlink(tmp_path_.c_str());
-  throw std::runtime_error("writing " + path_ + " failed while " + what + ": " + std::strerror(err) +
+  throw std::runtime_error("writing " + path_ + " failed while " + what + ": " +
+                           std::strerror(err) +
                            (err == ENOSPC || err == EDQUOT ? " (disk full)" : "") +
                            "; the previous file at that path, if any, is unchanged");
 }
@@ -122,7 +127,8 @@ void AtomicFileWriter::commit() {
   const int rc = std::fclose(file_);
   file_ = nullptr;
   if (rc != 0) fail("closing " + tmp_path_);
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) fail("renaming " + tmp_path_ + " to " + path_);
+  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
+    fail("renaming " + tmp_path_ + " to " + path_);
   // Best effort: make the rename itself durable. Not all filesystems allow fsync on a directory.
   std::string dir = fs::path(path_).parent_path().string();
   if (dir.empty()) dir = ".";

@@ -31,8 +31,9 @@ class Reader {
     return std::string(reinterpret_cast<const char*>(p), static_cast<size_t>(n));
   }
   const unsigned char* take(uint64_t n, const char* what) {
-    if (n > n_ - pos_) malformed(std::string("needs ") + std::to_string(n) + " bytes for " + what +
-                                 " but only " + std::to_string(n_ - pos_) + " are left");
+    if (n > n_ - pos_)
+      malformed(std::string("needs ") + std::to_string(n) + " bytes for " + what + " but only " +
+                std::to_string(n_ - pos_) + " are left");
     const unsigned char* p = p_ + pos_;
     pos_ += static_cast<size_t>(n);
     return p;
@@ -40,8 +41,9 @@ class Reader {
   size_t pos() const { return pos_; }
   size_t left() const { return n_ - pos_; }
   [[noreturn]] void malformed(const std::string& what) const {
-    throw std::runtime_error("checkpoint " + path_ + " is malformed at payload byte " + std::to_string(pos_) +
-                             ": " + what + " (written by an incompatible tool?)");
+    throw std::runtime_error("checkpoint " + path_ + " is malformed at payload byte " +
+                             std::to_string(pos_) + ": " + what +
+                             " (written by an incompatible tool?)");
   }
 
  private:
@@ -61,12 +63,17 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
   std::vector<Tensor> contiguous;
   contiguous.reserve(tensors.size());
   for (const auto& [name, t] : tensors) {
-    if (name.empty()) throw std::invalid_argument("save_checkpoint(" + path + "): a tensor has an empty name");
+    if (name.empty())
+      throw std::invalid_argument("save_checkpoint(" + path + "): a tensor has an empty name");
     if (!names.insert(name).second)
-      throw std::invalid_argument("save_checkpoint(" + path + "): the tensor name '" + name + "' appears twice");
+      throw std::invalid_argument("save_checkpoint(" + path + "): the tensor name '" + name +
+                                  "' appears twice");
     if (!t.defined())
-      throw std::invalid_argument("save_checkpoint(" + path + "): tensor '" + name + "' is undefined");
-    contiguous.push_back(t.is_contiguous() ? t.cpu() : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
+      throw std::invalid_argument("save_checkpoint(" + path + "): tensor '" + name +
+                                  "' is undefined");
+    contiguous.push_back(t.is_contiguous()
+                             ? t.cpu()
+                             : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
   }
 
   // The small part of the payload (names, shapes, strings) is built in memory; the float data is
@@ -118,34 +125,42 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
   out.commit();
 }
 
-Checkpoint load_checkpoint(const std::string& path) { return parse_checkpoint(read_file(path, "checkpoint"), path); }
+Checkpoint load_checkpoint(const std::string& path) {
+  return parse_checkpoint(read_file(path, "checkpoint"), path);
+}
 
 Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   const unsigned char* file = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t file_size = bytes.size();
 
   if (file_size == 0)
-    throw std::runtime_error("checkpoint " + path + " is empty (0 bytes): not a mosgrad checkpoint");
+    throw std::runtime_error("checkpoint " + path +
+                             " is empty (0 bytes): not a mosgrad checkpoint");
   // A short file that starts like the magic is a truncated checkpoint, not a foreign file.
   const size_t magic_seen = std::min(file_size, sizeof(kMagic));
   if (std::memcmp(file, kMagic, magic_seen) != 0)
-    throw std::runtime_error("checkpoint " + path + " is not a mosgrad checkpoint (it does not start with "
-                             "\"MOSGRADCKPT\"; a PyTorch or safetensors file needs its own loader)");
+    throw std::runtime_error(
+        "checkpoint " + path +
+        " is not a mosgrad checkpoint (it does not start with "
+        "\"MOSGRADCKPT\"; a PyTorch or safetensors file needs its own loader)");
   if (file_size < kHeaderSize)
     throw std::runtime_error("checkpoint " + path + " is truncated: expected at least " +
-                             std::to_string(kHeaderSize) + " header bytes, found " + std::to_string(file_size));
+                             std::to_string(kHeaderSize) + " header bytes, found " +
+                             std::to_string(file_size));
   const uint32_t version = get_le32(file + 12);
   if (version != kCheckpointVersion)
-    throw std::runtime_error("checkpoint " + path + " has format version " + std::to_string(version) +
-                             "; this build of mosgrad reads version " + std::to_string(kCheckpointVersion) +
-                             (version > kCheckpointVersion ? " (written by a newer mosgrad?)" : ""));
+    throw std::runtime_error(
+        "checkpoint " + path + " has format version " + std::to_string(version) +
+        "; this build of mosgrad reads version " + std::to_string(kCheckpointVersion) +
+        (version > kCheckpointVersion ? " (written by a newer mosgrad?)" : ""));
   const uint64_t payload_len = get_le64(file + 16);
   const uint32_t stored_crc = get_le32(file + kCrcOffset);
   const uint64_t have = file_size - kHeaderSize;
   if (have < payload_len)
     throw std::runtime_error("checkpoint " + path + " is truncated: expected " +
                              std::to_string(kHeaderSize + payload_len) + " bytes, found " +
-                             std::to_string(file_size) + " (was the save interrupted or the copy incomplete?)");
+                             std::to_string(file_size) +
+                             " (was the save interrupted or the copy incomplete?)");
   if (have > payload_len)
     throw std::runtime_error("checkpoint " + path + " is corrupt: expected " +
                              std::to_string(kHeaderSize + payload_len) + " bytes, found " +
@@ -153,7 +168,8 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   const unsigned char* payload = file + kHeaderSize;
   const uint32_t crc = crc32(payload, static_cast<size_t>(payload_len));
   if (crc != stored_crc)
-    throw std::runtime_error("checkpoint " + path + " is corrupt: checksum mismatch (stored crc32 " +
+    throw std::runtime_error("checkpoint " + path +
+                             " is corrupt: checksum mismatch (stored crc32 " +
                              std::to_string(stored_crc) + ", computed " + std::to_string(crc) +
                              "); the file was damaged after it was written");
 
@@ -172,7 +188,8 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
     for (uint64_t d = 0; d < rank; ++d) {
       const uint64_t size = r.u64();
       // Bound every size by the bytes left, so the product below cannot overflow.
-      if (size > r.left()) r.malformed("tensor '" + name + "' has a dimension of " + std::to_string(size));
+      if (size > r.left())
+        r.malformed("tensor '" + name + "' has a dimension of " + std::to_string(size));
       numel *= size;
       if (numel > r.left()) r.malformed("tensor '" + name + "' is larger than the file");
       shape.push_back(static_cast<int64_t>(size));
@@ -186,7 +203,8 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
   for (uint64_t k = 0; k < n_strings; ++k) {
     std::string key = r.bytes(r.u32(), "a string key");
     std::string value = r.bytes(r.u64(), "a string value");
-    if (!ck.strings.emplace(std::move(key), std::move(value)).second) r.malformed("a string key appears twice");
+    if (!ck.strings.emplace(std::move(key), std::move(value)).second)
+      r.malformed("a string key appears twice");
   }
   if (r.left() != 0) r.malformed(std::to_string(r.left()) + " unread bytes at the end");
   return ck;
@@ -206,7 +224,8 @@ const Tensor& Checkpoint::tensor(const std::string& name) const {
 
 const std::string& Checkpoint::string(const std::string& key) const {
   auto it = strings.find(key);
-  if (it == strings.end()) throw std::runtime_error("checkpoint " + path + " has no string entry '" + key + "'");
+  if (it == strings.end())
+    throw std::runtime_error("checkpoint " + path + " has no string entry '" + key + "'");
   return it->second;
 }
 

@@ -31,8 +31,8 @@ constexpr uint32_t kCheckpointVersion = 1;
 
 // What load_checkpoint returns.
 struct Checkpoint {
-  std::string path;             // the file it was read from (for error messages)
-  NamedTensors tensors;         // in the order they were saved; fresh contiguous CPU leaves
+  std::string path;      // the file it was read from (for error messages)
+  NamedTensors tensors;  // in the order they were saved; fresh contiguous CPU leaves
   std::map<std::string, std::string> strings;
 
   bool has_tensor(const std::string& name) const;

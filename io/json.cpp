@@ -12,19 +12,22 @@ const JsonValue* JsonValue::find(const std::string& key) const {
 }
 
 const char* json_kind_name(JsonValue::Kind kind) {
-  static const char* names[] = {"null", "a boolean", "a number", "a string", "an array", "an object"};
+  static const char* names[] = {"null",     "a boolean", "a number",
+                                "a string", "an array",  "an object"};
   return names[kind];
 }
 
 JsonError::JsonError(size_t byte, const std::string& reason)
-    : std::runtime_error("at byte " + std::to_string(byte) + ": " + reason), byte_(byte), reason_(reason) {}
+    : std::runtime_error("at byte " + std::to_string(byte) + ": " + reason),
+      byte_(byte),
+      reason_(reason) {}
 
 namespace {
 
 // JSON's two-character escapes, written once for the reader and the escaper: the letter after the
 // backslash and the byte it stands for.
-constexpr char kShortEscapes[][2] = {{'"', '"'}, {'\\', '\\'}, {'b', '\b'}, {'f', '\f'},
-                                     {'n', '\n'}, {'r', '\r'}, {'t', '\t'}};
+constexpr char kShortEscapes[][2] = {{'"', '"'},  {'\\', '\\'}, {'b', '\b'}, {'f', '\f'},
+                                     {'n', '\n'}, {'r', '\r'},  {'t', '\t'}};
 
 const char* short_escape_byte(char letter) {
   for (const auto& e : kShortEscapes)
@@ -46,14 +49,17 @@ class Parser {
     JsonValue v = value(0, nullptr);
     skip_space();
     if (pos_ != s_.size())
-      fail(std::string("unexpected text after the JSON ") + (v.kind == JsonValue::Object ? "object" : "value"));
+      fail(std::string("unexpected text after the JSON ") +
+           (v.kind == JsonValue::Object ? "object" : "value"));
     return v;
   }
 
  private:
   [[noreturn]] void fail(const std::string& what) const { throw JsonError(pos_, what); }
   void skip_space() {
-    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r')) ++pos_;
+    while (pos_ < s_.size() &&
+           (s_[pos_] == ' ' || s_[pos_] == '\t' || s_[pos_] == '\n' || s_[pos_] == '\r'))
+      ++pos_;
   }
   bool consume(char c) {
     skip_space();
@@ -91,7 +97,8 @@ class Parser {
         JsonValue member = value(depth + 1, &k);
         v.members.emplace_back(std::move(k), std::move(member));
       } while (consume(','));
-      if (!consume('}')) fail("expected ',' or '}' after the value of \"" + v.members.back().first + "\"");
+      if (!consume('}'))
+        fail("expected ',' or '}' after the value of \"" + v.members.back().first + "\"");
     } else if (c == '[') {
       v.kind = JsonValue::Array;
       ++pos_;
@@ -111,7 +118,8 @@ class Parser {
       v.kind = JsonValue::Bool;
     } else if (!consume_word("null", 4)) {
       if (key) fail("missing or bad value for \"" + *key + "\"");
-      fail(pos_ >= s_.size() ? std::string("unexpected end of the text") : std::string("unexpected character '") + c + "'");
+      fail(pos_ >= s_.size() ? std::string("unexpected end of the text")
+                             : std::string("unexpected character '") + c + "'");
     }
     return v;
   }
@@ -180,10 +188,14 @@ class Parser {
     for (int i = 0; i < 4; ++i) {
       const char h = s_[pos_++];
       v <<= 4;
-      if (h >= '0' && h <= '9') v |= static_cast<uint32_t>(h - '0');
-      else if (h >= 'a' && h <= 'f') v |= static_cast<uint32_t>(h - 'a' + 10);
-      else if (h >= 'A' && h <= 'F') v |= static_cast<uint32_t>(h - 'A' + 10);
-      else fail("a \\u escape needs 4 hex digits");
+      if (h >= '0' && h <= '9')
+        v |= static_cast<uint32_t>(h - '0');
+      else if (h >= 'a' && h <= 'f')
+        v |= static_cast<uint32_t>(h - 'a' + 10);
+      else if (h >= 'A' && h <= 'F')
+        v |= static_cast<uint32_t>(h - 'A' + 10);
+      else
+        fail("a \\u escape needs 4 hex digits");
     }
     return v;
   }
@@ -231,7 +243,9 @@ class Parser {
 
 }  // namespace
 
-JsonValue parse_json(const std::string& text, int max_depth) { return Parser(text, max_depth).document(); }
+JsonValue parse_json(const std::string& text, int max_depth) {
+  return Parser(text, max_depth).document();
+}
 
 void append_json_string(std::string& out, const std::string& s) {
   out += '"';

@@ -22,7 +22,7 @@ struct JsonValue {
   double number = 0;     // a Number as a double (±inf when out of a double's range)
   bool is_uint = false;  // a Number that is a non-negative integer fitting in uint64, kept exactly
   uint64_t uint = 0;     // in `uint`: sizes and offsets can exceed a double's 53 exact bits
-  std::string str;                                         // String, UTF-8
+  std::string str;       // String, UTF-8
   std::vector<JsonValue> items;                            // Array
   std::vector<std::pair<std::string, JsonValue>> members;  // Object: file order, keys unique
 
@@ -36,7 +36,7 @@ const char* json_kind_name(JsonValue::Kind kind);
 class JsonError : public std::runtime_error {
  public:
   JsonError(size_t byte, const std::string& reason);
-  size_t byte() const { return byte_; }                // offset of the problem in the text
+  size_t byte() const { return byte_; }                  // offset of the problem in the text
   const std::string& reason() const { return reason_; }  // what() is "at byte N: <reason>"
 
  private:

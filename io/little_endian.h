@@ -29,8 +29,12 @@ inline uint64_t get_le(const unsigned char* p, int bytes) {
   for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
   return v;
 }
-inline uint32_t get_le32(const unsigned char* p) { return static_cast<uint32_t>(get_le(p, 4)); }
-inline uint64_t get_le64(const unsigned char* p) { return get_le(p, 8); }
+inline uint32_t get_le32(const unsigned char* p) {
+  return static_cast<uint32_t>(get_le(p, 4));
+}
+inline uint64_t get_le64(const unsigned char* p) {
+  return get_le(p, 8);
+}
 
 // n float32 values as little-endian bytes, handed to sink(const void* bytes, size_t count). On a
 // little-endian host that is one call with the floats themselves; otherwise chunks of about 1 MiB,

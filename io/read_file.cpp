@@ -9,7 +9,8 @@ namespace fs = std::filesystem;
 
 namespace mg {
 
-std::string read_file(const std::string& path, const std::string& what, const std::string& missing_hint) {
+std::string read_file(const std::string& path, const std::string& what,
+                      const std::string& missing_hint) {
   const std::string where = what + " " + path;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw std::runtime_error(where + " does not exist" + missing_hint);

@@ -11,6 +11,7 @@ namespace mg {
 // naming the file by its role, `what` ("checkpoint", "corpus file", ...):
 //   "<what> <path> does not exist<missing_hint>", "... is a directory, not a file",
 //   "... cannot be opened (permissions?)", "<what> <path>: read error".
-std::string read_file(const std::string& path, const std::string& what, const std::string& missing_hint = "");
+std::string read_file(const std::string& path, const std::string& what,
+                      const std::string& missing_hint = "");
 
 }  // namespace mg

@@ -11,13 +11,16 @@
 
 namespace mg {
 
-std::string RunLock::file_in(const std::string& dir) { return dir + "/mosgrad.lock"; }
+std::string RunLock::file_in(const std::string& dir) {
+  return dir + "/mosgrad.lock";
+}
 
 RunLock::RunLock(const std::string& dir, const std::string& command) {
   const std::string path = file_in(dir);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0)
-    throw std::runtime_error("cannot open the run directory's lock " + path + ": " + std::strerror(errno) +
+    throw std::runtime_error("cannot open the run directory's lock " + path + ": " +
+                             std::strerror(errno) +
                              (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -37,8 +40,10 @@ RunLock::RunLock(const std::string& dir, const std::string& command) {
   const std::time_t now = std::time(nullptr);
   std::tm tm{};
   if (::localtime_r(&now, &tm)) std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
-  const std::string line = "process " + std::to_string(::getpid()) + " (" + command + "), started " + when + "\n";
-  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+  const std::string line =
+      "process " + std::to_string(::getpid()) + " (" + command + "), started " + when + "\n";
+  if (::ftruncate(fd_, 0) != 0 ||
+      ::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
     // The lock holds without the note; only the message a second run prints would be poorer.
   }
 }

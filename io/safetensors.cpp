@@ -27,10 +27,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   std::vector<Tensor> contiguous;
   for (const auto& [name, t] : tensors) {
     const std::string where = "save_safetensors(" + path + "): tensor '" + name + "'";
-    if (name == "__metadata__") throw std::invalid_argument(where + ": the name is reserved for the metadata");
+    if (name == "__metadata__")
+      throw std::invalid_argument(where + ": the name is reserved for the metadata");
     if (!names.insert(name).second) throw std::invalid_argument(where + " appears twice");
     if (!t.defined()) throw std::invalid_argument(where + " is undefined");
-    contiguous.push_back(t.is_contiguous() ? t.cpu() : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
+    contiguous.push_back(t.is_contiguous()
+                             ? t.cpu()
+                             : copy_contiguous(t).cpu());  // GPU tensors: written from a host copy
   }
 
   std::string header = "{";
@@ -67,7 +70,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   out.write(len.data(), len.size());
   out.write(header.data(), header.size());
   for (const Tensor& t : contiguous)
-    write_le_floats(t.data(), static_cast<size_t>(t.numel()), [&](const void* p, size_t n) { out.write(p, n); });
+    write_le_floats(t.data(), static_cast<size_t>(t.numel()),
+                    [&](const void* p, size_t n) { out.write(p, n); });
   out.commit();
 }
 
@@ -88,76 +92,97 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
   const uint64_t header_len = get_le64(file);
   const uint64_t after = file_size - 8;
   if (header_len > after)
-    throw std::runtime_error(where + ": header length " + std::to_string(header_len) + " is larger than the file (" +
-                             std::to_string(file_size) + " bytes): truncated, or not a safetensors file");
+    throw std::runtime_error(where + ": header length " + std::to_string(header_len) +
+                             " is larger than the file (" + std::to_string(file_size) +
+                             " bytes): truncated, or not a safetensors file");
   if (header_len > kMaxHeader)
     throw std::runtime_error(where + ": header length " + std::to_string(header_len) +
                              " is over the 100 MB limit of the format: not a safetensors file");
   const std::string header = bytes.substr(8, static_cast<size_t>(header_len));
   if (header.empty() || header[0] != '{')
-    throw std::runtime_error(where + ": bad JSON header: it must start with '{' (not a safetensors file?)");
+    throw std::runtime_error(where +
+                             ": bad JSON header: it must start with '{' (not a safetensors file?)");
   JsonValue root;
   try {
     root = parse_json(header);
   } catch (const JsonError& e) {
-    throw std::runtime_error(where + ": bad JSON header at byte " + std::to_string(e.byte()) + ": " + e.reason());
+    throw std::runtime_error(where + ": bad JSON header at byte " + std::to_string(e.byte()) +
+                             ": " + e.reason());
   }
-  if (root.kind != JsonValue::Object) throw std::runtime_error(where + ": bad JSON header: the top level must be an object");
+  if (root.kind != JsonValue::Object)
+    throw std::runtime_error(where + ": bad JSON header: the top level must be an object");
 
   const unsigned char* data = file + 8 + header_len;
   const uint64_t data_len = after - header_len;
 
-  struct Entry { std::string name; Shape shape; uint64_t begin, end; };
+  struct Entry {
+    std::string name;
+    Shape shape;
+    uint64_t begin, end;
+  };
   std::vector<Entry> entries;
   SafetensorsFile out;
   for (const auto& [name, info] : root.members) {
     const std::string what = where + ": tensor '" + name + "'";
     if (name == "__metadata__") {
-      if (info.kind != JsonValue::Object) throw std::runtime_error(where + ": \"__metadata__\" must be an object");
+      if (info.kind != JsonValue::Object)
+        throw std::runtime_error(where + ": \"__metadata__\" must be an object");
       for (const auto& [key, value] : info.members) {
         if (value.kind != JsonValue::String)
-          throw std::runtime_error(where + ": metadata \"" + key + "\" is " + json_kind_name(value.kind) +
+          throw std::runtime_error(where + ": metadata \"" + key + "\" is " +
+                                   json_kind_name(value.kind) +
                                    "; the format allows only string values");
         out.metadata[key] = value.str;
       }
       continue;
     }
-    if (info.kind != JsonValue::Object) throw std::runtime_error(what + ": its entry must be an object");
+    if (info.kind != JsonValue::Object)
+      throw std::runtime_error(what + ": its entry must be an object");
     const JsonValue* dtype = nullptr;
     const JsonValue* shape = nullptr;
     const JsonValue* offsets = nullptr;
     for (const auto& [key, v] : info.members) {
-      if (key == "dtype") dtype = &v;
-      else if (key == "shape") shape = &v;
-      else if (key == "data_offsets") offsets = &v;
+      if (key == "dtype")
+        dtype = &v;
+      else if (key == "shape")
+        shape = &v;
+      else if (key == "data_offsets")
+        offsets = &v;
     }
     if (!dtype || !shape || !offsets)
-      throw std::runtime_error(what + ": its entry needs \"dtype\", \"shape\" and \"data_offsets\"");
-    if (dtype->kind != JsonValue::String) throw std::runtime_error(what + ": \"dtype\" must be a string");
+      throw std::runtime_error(what +
+                               ": its entry needs \"dtype\", \"shape\" and \"data_offsets\"");
+    if (dtype->kind != JsonValue::String)
+      throw std::runtime_error(what + ": \"dtype\" must be a string");
     if (dtype->str != "F32")
-      throw std::runtime_error(what + " has dtype " + dtype->str +
-                               ", unsupported: mosgrad reads F32 only (in PyTorch, save tensor.float())");
-    if (shape->kind != JsonValue::Array) throw std::runtime_error(what + ": \"shape\" must be an array");
-    if (offsets->kind != JsonValue::Array || offsets->items.size() != 2 || !offsets->items[0].is_uint ||
-        !offsets->items[1].is_uint)
-      throw std::runtime_error(what + ": \"data_offsets\" must be [begin, end], two non-negative integers");
+      throw std::runtime_error(
+          what + " has dtype " + dtype->str +
+          ", unsupported: mosgrad reads F32 only (in PyTorch, save tensor.float())");
+    if (shape->kind != JsonValue::Array)
+      throw std::runtime_error(what + ": \"shape\" must be an array");
+    if (offsets->kind != JsonValue::Array || offsets->items.size() != 2 ||
+        !offsets->items[0].is_uint || !offsets->items[1].is_uint)
+      throw std::runtime_error(
+          what + ": \"data_offsets\" must be [begin, end], two non-negative integers");
     Entry e{name, {}, offsets->items[0].uint, offsets->items[1].uint};
     if (e.begin > e.end || e.end > data_len)
-      throw std::runtime_error(what + ": data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                               "] are out of range: the data section has " + std::to_string(data_len) +
-                               " bytes (truncated file?)");
+      throw std::runtime_error(what + ": data_offsets [" + std::to_string(e.begin) + ", " +
+                               std::to_string(e.end) + "] are out of range: the data section has " +
+                               std::to_string(data_len) + " bytes (truncated file?)");
     uint64_t numel = 1;
     for (const JsonValue& d : shape->items) {
       // Each size is bounded by the byte range, so the product cannot overflow before we compare.
-      if (!d.is_uint || d.uint > data_len) throw std::runtime_error(what + ": bad size in \"shape\"");
+      if (!d.is_uint || d.uint > data_len)
+        throw std::runtime_error(what + ": bad size in \"shape\"");
       numel *= d.uint;
       if (numel > data_len) throw std::runtime_error(what + ": its shape is larger than the file");
       e.shape.push_back(static_cast<int64_t>(d.uint));
     }
     if (4 * numel != e.end - e.begin)
-      throw std::runtime_error(what + ": shape " + shape_str(e.shape) + " of F32 needs " + std::to_string(4 * numel) +
-                               " bytes, but data_offsets [" + std::to_string(e.begin) + ", " + std::to_string(e.end) +
-                               "] hold " + std::to_string(e.end - e.begin));
+      throw std::runtime_error(what + ": shape " + shape_str(e.shape) + " of F32 needs " +
+                               std::to_string(4 * numel) + " bytes, but data_offsets [" +
+                               std::to_string(e.begin) + ", " + std::to_string(e.end) + "] hold " +
+                               std::to_string(e.end - e.begin));
     entries.push_back(std::move(e));
   }
 
@@ -169,16 +194,19 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
   for (size_t k = 0; k < entries.size(); ++k) {
     const Entry& e = entries[k];
     if (e.begin < covered)
-      throw std::runtime_error(where + ": tensor '" + e.name + "' (bytes " + std::to_string(e.begin) + " to " +
-                               std::to_string(e.end) + ") overlaps tensor '" + entries[k - 1].name + "'");
+      throw std::runtime_error(where + ": tensor '" + e.name + "' (bytes " +
+                               std::to_string(e.begin) + " to " + std::to_string(e.end) +
+                               ") overlaps tensor '" + entries[k - 1].name + "'");
     if (e.begin > covered)
-      throw std::runtime_error(where + ": bytes " + std::to_string(covered) + " to " + std::to_string(e.begin) +
-                               " of the data section belong to no tensor (the format forbids holes)");
+      throw std::runtime_error(
+          where + ": bytes " + std::to_string(covered) + " to " + std::to_string(e.begin) +
+          " of the data section belong to no tensor (the format forbids holes)");
     covered = e.end;
   }
   if (covered != data_len)
-    throw std::runtime_error(where + ": the data section has " + std::to_string(data_len) + " bytes but the tensors cover " +
-                             std::to_string(covered) + " (trailing bytes: corrupt or not a safetensors file)");
+    throw std::runtime_error(where + ": the data section has " + std::to_string(data_len) +
+                             " bytes but the tensors cover " + std::to_string(covered) +
+                             " (trailing bytes: corrupt or not a safetensors file)");
 
   for (Entry& e : entries) {
     Tensor t = Tensor::empty(e.shape);

@@ -8,7 +8,8 @@
 //                                              "name": {"dtype": "F32", "shape": [d0, ...],
 //                                                       "data_offsets": [begin, end]}, ...}
 //                                             padded with spaces so the data starts 8-byte aligned
-//   the data                                  raw little-endian numbers; [begin, end) is relative to
+//   the data                                  raw little-endian numbers; [begin, end) is relative
+//   to
 //                                             the start of this section, which tensors cover
 //                                             exactly, without holes or overlap
 // We write the same bytes as the reference implementation: compact JSON, "__metadata__" first
@@ -26,7 +27,7 @@
 namespace mg {
 
 struct SafetensorsFile {
-  NamedTensors tensors;                         // in file order (by data offset); contiguous CPU leaves
+  NamedTensors tensors;  // in file order (by data offset); contiguous CPU leaves
   std::map<std::string, std::string> metadata;  // "__metadata__"; values are strings by the spec
 };
 
@@ -43,7 +44,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // its byte range, offsets out of range / overlapping / leaving holes, duplicate names.
 SafetensorsFile load_safetensors(const std::string& path);
 
-// The same checks on bytes already in memory (`path` names them in errors); the fuzz target's entry.
+// The same checks on bytes already in memory (`path` names them in errors); the fuzz target's
+// entry.
 SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& path);
 
 }  // namespace mg

@@ -10,16 +10,27 @@ namespace mg {
 
 namespace {
 
-// s with the five XML special characters escaped and the control characters XML 1.0 forbids dropped.
+// s with the five XML special characters escaped and the control characters XML 1.0 forbids
+// dropped.
 std::string xml_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&apos;";
+        break;
       default:
         // XML 1.0 forbids most control characters even when escaped.
         if (static_cast<unsigned char>(c) >= 0x20 || c == '\t' || c == '\n') out += c;
@@ -46,21 +57,25 @@ std::string format_count(double v) {
 }
 
 // y values: plain up to 1e5 (perplexities of a working model), then like counts.
-std::string format_y(double v) { return v < 1e5 ? strf("%.6g", v) : format_count(v); }
+std::string format_y(double v) {
+  return v < 1e5 ? strf("%.6g", v) : format_count(v);
+}
 
 // Ticks of a log axis over [lo, hi]: 1-2-5 per decade, only powers of ten over a wide range, and
 // denser or plain linear steps over a narrow one (a short run moves ppl only a little).
 std::vector<double> log_ticks(double lo, double hi) {
   auto with = [&](std::initializer_list<double> mantissas) {
     std::vector<double> t;
-    for (int k = static_cast<int>(std::floor(std::log10(lo))); k <= static_cast<int>(std::ceil(std::log10(hi))); ++k)
+    for (int k = static_cast<int>(std::floor(std::log10(lo)));
+         k <= static_cast<int>(std::ceil(std::log10(hi))); ++k)
       for (double m : mantissas) {
         const double v = m * std::pow(10.0, k);
         if (v >= lo * (1 - 1e-9) && v <= hi * (1 + 1e-9)) t.push_back(v);
       }
     return t;
   };
-  for (const auto& mantissas : {std::initializer_list<double>{1, 2, 5}, {1, 2, 3, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
+  for (const auto& mantissas :
+       {std::initializer_list<double>{1, 2, 5}, {1, 2, 3, 5}, {1, 2, 3, 4, 5, 6, 7, 8, 9}}) {
     std::vector<double> t = with(mantissas);
     if (t.size() > 8 && mantissas.size() == 3) return with({1});
     if (t.size() >= 4 && t.size() <= 9) return t;
@@ -112,12 +127,15 @@ std::string render_log_plot_svg(const LogPlot& plot) {
   auto py = [&](double y) { return T + (lyhi - std::log(y)) / (lyhi - lylo) * ph; };
 
   std::string svg = strf(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
+      "%.0f\" "
       "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
       W, H, W, H);
   svg += strf("<rect width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
-  svg += strf("<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\">%s</text>\n",
-              L + pw / 2, xml_escape(plot.title).c_str());
+  svg += strf(
+      "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "
+      "font-weight=\"bold\">%s</text>\n",
+      L + pw / 2, xml_escape(plot.title).c_str());
 
   // Grid, ticks and labels first, so the curves draw over them.
   auto line = [](double x1, double y1, double x2, double y2) {
@@ -142,26 +160,30 @@ std::string render_log_plot_svg(const LogPlot& plot) {
   // A path, not a polyline: polylines are the data series (tests count them).
   svg += strf("<path fill=\"none\" d=\"M%.1f,%.1f V%.1f H%.1f\"/>\n</g>\n", L, T, T + ph, L + pw);
   svg += "<g fill=\"#333\">\n" + labels + "</g>\n";
-  svg += strf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\">%s</text>\n", L + pw / 2,
-              H - 18, xml_escape(plot.x_label).c_str());
-  svg += strf("<text transform=\"translate(20,%.1f) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">"
-              "%s</text>\n",
-              T + ph / 2, xml_escape(plot.y_label).c_str());
+  svg += strf("<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\">%s</text>\n",
+              L + pw / 2, H - 18, xml_escape(plot.x_label).c_str());
+  svg += strf(
+      "<text transform=\"translate(20,%.1f) rotate(-90)\" text-anchor=\"middle\" font-size=\"13\">"
+      "%s</text>\n",
+      T + ph / 2, xml_escape(plot.y_label).c_str());
 
   for (const PlotSeries* s : series) {
     const char* color = s->color.c_str();
     if (!s->markers) {
-      svg += strf("<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
-                  "stroke-linejoin=\"round\" points=\"%s\"/>\n",
-                  s->name.c_str(), color, points_attr(s->points, px, py).c_str());
+      svg += strf(
+          "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" "
+          "stroke-linejoin=\"round\" points=\"%s\"/>\n",
+          s->name.c_str(), color, points_attr(s->points, px, py).c_str());
       if (s->points.size() == 1)  // a one-point polyline draws nothing
         svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", px(s->points[0].x),
                     py(s->points[0].y), color);
     } else {
-      svg += strf("<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n",
-                  s->name.c_str(), color, points_attr(s->points, px, py).c_str());
+      svg += strf(
+          "<polyline class=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"%s\"/>\n",
+          s->name.c_str(), color, points_attr(s->points, px, py).c_str());
       svg += strf("<g fill=\"white\" stroke=\"%s\" stroke-width=\"2\">\n", color);
-      for (const PlotPoint& p : s->points) svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>\n", px(p.x), py(p.y));
+      for (const PlotPoint& p : s->points)
+        svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\"/>\n", px(p.x), py(p.y));
       svg += "</g>\n";
     }
   }
@@ -177,18 +199,25 @@ std::string render_log_plot_svg(const LogPlot& plot) {
   };
   const double right_x = L + pw - lw - 10, left_x = L + 10;
   const double lx = crowd(right_x) <= crowd(left_x) ? right_x : left_x, ly = T + 10;
-  svg += strf("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"white\" fill-opacity=\"0.9\" "
-              "stroke=\"#bbb\"/>\n",
-              lx, ly, lw, lh);
+  svg += strf(
+      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\" fill=\"white\" "
+      "fill-opacity=\"0.9\" "
+      "stroke=\"#bbb\"/>\n",
+      lx, ly, lw, lh);
   for (size_t i = 0; i < series.size(); ++i) {
     const PlotSeries& s = *series[i];
     const double y = ly + 15 + 20 * static_cast<double>(i);
-    svg += strf("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n", lx + 10,
-                y, lx + 40, y, s.color.c_str());
+    svg += strf(
+        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+        "stroke-width=\"2\"/>\n",
+        lx + 10, y, lx + 40, y, s.color.c_str());
     if (s.markers)
-      svg += strf("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"white\" stroke=\"%s\" stroke-width=\"2\"/>\n",
-                  lx + 25, y, s.color.c_str());
-    svg += strf("<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 48, y + 4, xml_escape(s.label).c_str());
+      svg += strf(
+          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"white\" stroke=\"%s\" "
+          "stroke-width=\"2\"/>\n",
+          lx + 25, y, s.color.c_str());
+    svg += strf("<text x=\"%.1f\" y=\"%.1f\">%s</text>\n", lx + 48, y + 4,
+                xml_escape(s.label).c_str());
   }
   svg += "</svg>\n";
   return svg;

@@ -10,16 +10,19 @@ namespace mg {
 int64_t Batched::at(int64_t t, int64_t b) const {
   if (t < 0 || t >= rows || b < 0 || b >= batch)
     throw std::out_of_range("Batched::at: (" + std::to_string(t) + ", " + std::to_string(b) +
-                            ") is outside [" + std::to_string(rows) + ", " + std::to_string(batch) + "]");
+                            ") is outside [" + std::to_string(rows) + ", " + std::to_string(batch) +
+                            "]");
   return data[static_cast<size_t>(t * batch + b)];
 }
 
 Batched batchify(const std::vector<int64_t>& ids, int64_t B) {
-  if (B < 1) throw std::invalid_argument("batchify: batch size must be at least 1, got " + std::to_string(B));
+  if (B < 1)
+    throw std::invalid_argument("batchify: batch size must be at least 1, got " +
+                                std::to_string(B));
   const int64_t n = static_cast<int64_t>(ids.size());
   if (n < B)
-    throw std::invalid_argument("batchify: " + std::to_string(n) + " tokens cannot fill one row of " +
-                                std::to_string(B) + " columns");
+    throw std::invalid_argument("batchify: " + std::to_string(n) +
+                                " tokens cannot fill one row of " + std::to_string(B) + " columns");
   Batched out;
   out.batch = B;
   out.rows = n / B;
@@ -33,9 +36,12 @@ Batched batchify(const std::vector<int64_t>& ids, int64_t B) {
 }
 
 Batch get_batch(const Batched& data, int64_t i, int64_t seq_len) {
-  if (seq_len < 1) throw std::invalid_argument("get_batch: seq_len must be at least 1, got " + std::to_string(seq_len));
+  if (seq_len < 1)
+    throw std::invalid_argument("get_batch: seq_len must be at least 1, got " +
+                                std::to_string(seq_len));
   if (i < 0 || i >= data.rows - 1)
-    throw std::out_of_range("get_batch: start row " + std::to_string(i) + " has no target row after it (the data has " +
+    throw std::out_of_range("get_batch: start row " + std::to_string(i) +
+                            " has no target row after it (the data has " +
                             std::to_string(data.rows) + " rows, so i must be in [0, " +
                             std::to_string(std::max<int64_t>(data.rows - 1, 0)) + "))");
   Batch out;
@@ -49,7 +55,9 @@ Batch get_batch(const Batched& data, int64_t i, int64_t seq_len) {
 }
 
 int64_t bptt_length(int64_t bptt, Generator& gen, int64_t max_seq_len_delta) {
-  if (bptt < 1) throw std::invalid_argument("bptt_length: bptt must be at least 1, got " + std::to_string(bptt));
+  if (bptt < 1)
+    throw std::invalid_argument("bptt_length: bptt must be at least 1, got " +
+                                std::to_string(bptt));
   if (bptt + max_seq_len_delta < 1)
     throw std::invalid_argument("bptt_length: bptt + max_seq_len_delta must be at least 1, got " +
                                 std::to_string(bptt + max_seq_len_delta));
@@ -64,7 +72,9 @@ int64_t bptt_length(int64_t bptt, Generator& gen, int64_t max_seq_len_delta) {
 }
 
 int64_t eval_target_count(int64_t num_tokens, int64_t B) {
-  if (B < 1) throw std::invalid_argument("eval_target_count: batch size must be at least 1, got " + std::to_string(B));
+  if (B < 1)
+    throw std::invalid_argument("eval_target_count: batch size must be at least 1, got " +
+                                std::to_string(B));
   const int64_t rows = num_tokens / B;
   return rows > 0 ? (rows - 1) * B : 0;
 }

@@ -47,10 +47,11 @@ Batched batchify(const std::vector<int64_t>& ids, int64_t B);
 
 // One segment of rows of a Batched stream.
 struct Batch {
-  std::vector<int64_t> input;   // [T, B] row-major: input[t*B + b] = data(i + t, b)
-  std::vector<int64_t> target;  // [T, B] = [N] flat: target[t*B + b] = data(i + t + 1, b), the next token
-  int64_t seq_len = 0;          // T, after clipping
-  int64_t batch = 0;            // B
+  std::vector<int64_t> input;  // [T, B] row-major: input[t*B + b] = data(i + t, b)
+  std::vector<int64_t>
+      target;           // [T, B] = [N] flat: target[t*B + b] = data(i + t + 1, b), the next token
+  int64_t seq_len = 0;  // T, after clipping
+  int64_t batch = 0;    // B
 };
 
 // The segment starting at row i: T = min(seq_len, rows - 1 - i) rows (the last row only serves as

@@ -37,24 +37,30 @@ std::vector<double> true_log_probs(const DemoConfig& c) {
   const int64_t N = c.contexts, V = c.vocab;
   std::vector<double> p(N * V, c.smoothing / static_cast<double>(V));
   uint64_t position = 0;
-  auto uniform = [&] { return static_cast<double>(philox_uniform(c.seed * 1000003 + 17, position++)); };
+  auto uniform = [&] {
+    return static_cast<double>(philox_uniform(c.seed * 1000003 + 17, position++));
+  };
   for (int64_t n = 0; n < N; ++n) {
     std::vector<int64_t> words;
     std::vector<double> w;
     while (static_cast<int64_t>(words.size()) < c.support) {
-      const int64_t word = std::min(V - 1, static_cast<int64_t>(uniform() * static_cast<double>(V)));
-      if (std::find(words.begin(), words.end(), word) == words.end()) words.push_back(word), w.push_back(0.5 + 0.5 * uniform());
+      const int64_t word =
+          std::min(V - 1, static_cast<int64_t>(uniform() * static_cast<double>(V)));
+      if (std::find(words.begin(), words.end(), word) == words.end())
+        words.push_back(word), w.push_back(0.5 + 0.5 * uniform());
     }
     double total = 0;
     for (double x : w) total += x;
-    for (size_t s = 0; s < words.size(); ++s) p[n * V + words[s]] += (1 - c.smoothing) * w[s] / total;
+    for (size_t s = 0; s < words.size(); ++s)
+      p[n * V + words[s]] += (1 - c.smoothing) * w[s] / total;
   }
   for (double& x : p) x = std::log(x);
   return p;
 }
 
 // Mean over rows of KL(P* || Q) = Σ_v p*_v (log p*_v − log q_v).
-double mean_kl(const std::vector<double>& log_p, const std::vector<double>& log_q, int64_t N, int64_t V) {
+double mean_kl(const std::vector<double>& log_p, const std::vector<double>& log_q, int64_t N,
+               int64_t V) {
   double total = 0;
   for (int64_t i = 0; i < N * V; ++i) total += std::exp(log_p[i]) * (log_p[i] - log_q[i]);
   return total / static_cast<double>(N);
@@ -62,13 +68,15 @@ double mean_kl(const std::vector<double>& log_p, const std::vector<double>& log_
 
 }  // namespace
 
-DemoResult run_bottleneck_demo(const DemoConfig& c, const std::function<void(const std::string&)>& progress) {
+DemoResult run_bottleneck_demo(const DemoConfig& c,
+                               const std::function<void(const std::string&)>& progress) {
   check(c);
   const int64_t N = c.contexts, V = c.vocab;
   const std::vector<double> log_p = true_log_probs(c);
   DemoResult result;
   result.true_rank = singular_values(log_p, N, V).rank;
-  for (int64_t i = 0; i < N * V; ++i) result.true_entropy -= std::exp(log_p[i]) * log_p[i] / static_cast<double>(N);
+  for (int64_t i = 0; i < N * V; ++i)
+    result.true_entropy -= std::exp(log_p[i]) * log_p[i] / static_cast<double>(N);
   std::vector<float> p_float(N * V);
   for (int64_t i = 0; i < N * V; ++i) p_float[i] = static_cast<float>(std::exp(log_p[i]));
   const Tensor target = Tensor::from_vector(p_float, {N, V});  // P* [N,V], the soft targets
@@ -95,7 +103,8 @@ DemoResult run_bottleneck_demo(const DemoConfig& c, const std::function<void(con
         curve.points.push_back(point);
         if (progress)
           progress(strf("%-10s step %5lld  KL %.4f  rank %lld", head_kind_name(kind).c_str(),
-                        static_cast<long long>(step), point.kl, static_cast<long long>(point.rank)));
+                        static_cast<long long>(step), point.kl,
+                        static_cast<long long>(point.rank)));
       }
       if (step == c.steps) break;
       // Cross entropy against the whole distribution: −(1/N) Σ_n Σ_v p*_nv log q_nv = KL + H(P*).
@@ -112,17 +121,22 @@ DemoResult run_bottleneck_demo(const DemoConfig& c, const std::function<void(con
 std::string demo_plot_svg(const DemoResult& r, const DemoConfig& c) {
   static const char* colors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"};
   LogPlot plot;
-  plot.title = strf("softmax bottleneck: KL(P* || model), N=%lld V=%lld rank of log P* %lld, d=%lld K=%lld",
-                    static_cast<long long>(c.contexts), static_cast<long long>(c.vocab),
-                    static_cast<long long>(r.true_rank), static_cast<long long>(c.d), static_cast<long long>(c.experts));
+  plot.title =
+      strf("softmax bottleneck: KL(P* || model), N=%lld V=%lld rank of log P* %lld, d=%lld K=%lld",
+           static_cast<long long>(c.contexts), static_cast<long long>(c.vocab),
+           static_cast<long long>(r.true_rank), static_cast<long long>(c.d),
+           static_cast<long long>(c.experts));
   plot.x_label = "Adam step";
   plot.y_label = "KL to the truth (nats)";
   for (size_t i = 0; i < r.curves.size(); ++i) {
     const DemoCurve& curve = r.curves[i];
     const DemoPoint& last = curve.points.back();
-    PlotSeries s{head_kind_name(curve.head), strf("%s (final rank %lld)", head_kind_name(curve.head).c_str(),
-                                                  static_cast<long long>(last.rank)),
-                 colors[i % 4], true, {}};
+    PlotSeries s{head_kind_name(curve.head),
+                 strf("%s (final rank %lld)", head_kind_name(curve.head).c_str(),
+                      static_cast<long long>(last.rank)),
+                 colors[i % 4],
+                 true,
+                 {}};
     for (const DemoPoint& p : curve.points)
       if (p.kl > 0) s.points.push_back({static_cast<double>(p.step), p.kl});
     plot.series.push_back(s);
@@ -134,8 +148,8 @@ std::string demo_csv(const DemoResult& r) {
   std::string out = "head,step,kl,rank\n";
   for (const DemoCurve& curve : r.curves)
     for (const DemoPoint& p : curve.points)
-      out += strf("%s,%lld,%.9g,%lld\n", head_kind_name(curve.head).c_str(), static_cast<long long>(p.step), p.kl,
-                  static_cast<long long>(p.rank));
+      out += strf("%s,%lld,%.9g,%lld\n", head_kind_name(curve.head).c_str(),
+                  static_cast<long long>(p.step), p.kl, static_cast<long long>(p.rank));
   return out;
 }
 

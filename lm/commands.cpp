@@ -13,25 +13,31 @@ std::string ModelCommandOptions::model_path() const {
 }
 
 const std::vector<std::string>& model_command_names() {
-  static const std::vector<std::string> names = {"eval", "dyneval", "generate", "export", "import",
-                                                     "rank", "bottleneck-demo"};
+  static const std::vector<std::string> names = {"eval",   "dyneval", "generate",       "export",
+                                                 "import", "rank",    "bottleneck-demo"};
   return names;
 }
 
 FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o) {
   constexpr int64_t kMaxSize = int64_t{1} << 20, kMaxCount = int64_t{1} << 40;
-  const std::string in = "input", run = "running", dyn = "dynamic evaluation", gen = "sampling", out = "output";
+  const std::string in = "input", run = "running", dyn = "dynamic evaluation", gen = "sampling",
+                    out = "output";
   FlagTable model_rows = {
       text_flag("model", "FILE", in, "a model checkpoint (default <save>/best.ckpt)", o.model),
-      text_flag("save", "DIR", in, "run directory whose best.ckpt to use (default runs/<preset>)", o.save),
-      text_flag("preset", "NAME", in, "names the default run directory runs/<preset> (default small-mos)", o.preset),
+      text_flag("save", "DIR", in, "run directory whose best.ckpt to use (default runs/<preset>)",
+                o.save),
+      text_flag("preset", "NAME", in,
+                "names the default run directory runs/<preset> (default small-mos)", o.preset),
   };
-  const Flag device = choice_flag("device", run, "where to run the model (checkpoints load on either device)", o.device,
-                                  {"cpu", "cuda"});
-  const Flag threads = int_flag("threads", run, "OpenMP threads (0: all cores)", o.threads, 0, 4096);
-  const Flag data = text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data);
-  const Flag split = choice_flag("split", in, "which part of the corpus to score (default test)", o.split,
-                                 {"valid", "test", "train"});
+  const Flag device =
+      choice_flag("device", run, "where to run the model (checkpoints load on either device)",
+                  o.device, {"cpu", "cuda"});
+  const Flag threads =
+      int_flag("threads", run, "OpenMP threads (0: all cores)", o.threads, 0, 4096);
+  const Flag data =
+      text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data);
+  const Flag split = choice_flag("split", in, "which part of the corpus to score (default test)",
+                                 o.split, {"valid", "test", "train"});
   // generate scores no targets, so only the LSTM and the GEMM choose a path there.
   const FlagTable paths = reference_path_flags(o.fused_lstm, o.fused_head, o.gemm);
   const FlagTable generate_paths = {paths[0], paths[2]};
@@ -39,42 +45,54 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
   if (command == "eval") {
     t = model_rows;
     t.insert(t.end(), {data, split, device, threads,
-                       int_flag("batch_size", run, "columns (default 1 for test, 10 for valid, as the papers)",
+                       int_flag("batch_size", run,
+                                "columns (default 1 for test, 10 for valid, as the papers)",
                                 o.batch_size, 0, kMaxSize),
                        int_flag("bptt", run, "segment length (default 70)", o.bptt, 1, kMaxSize)});
     t.insert(t.end(), paths.begin(), paths.end());
   } else if (command == "dyneval") {
     DynevalConfig& d = o.dyneval;
     t = model_rows;
-    t.insert(t.end(), {data, split, device, threads,
-                       float_flag("lamb", dyn, "λ: decay towards the trained weights (default 0.075)", d.lamb, 0, 1e6),
-                       float_flag("lr", dyn, "η: step size (default 0.002)", d.lr, 0, 1e6),
-                       float_flag("epsilon", dyn, "ε in ∇/(MS+ε) (default 0.001)", d.epsilon, 1e-12, 1e6),
-                       int_flag("bptt", dyn, "segment length of the adaptation steps (default 5)", d.bptt, 1, kMaxSize),
-                       int_flag("stat_batch_size", dyn, "batch size of the gradient statistics (default 100)",
-                                d.stat_batch_size, 1, kMaxSize),
-                       int_flag("max_stat_batches", dyn, "gradient statistics on at most N training segments (-1: all)",
-                                d.max_stat_batches, -1, kMaxCount),
-                       bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
+    t.insert(
+        t.end(),
+        {data, split, device, threads,
+         float_flag("lamb", dyn, "λ: decay towards the trained weights (default 0.075)", d.lamb, 0,
+                    1e6),
+         float_flag("lr", dyn, "η: step size (default 0.002)", d.lr, 0, 1e6),
+         float_flag("epsilon", dyn, "ε in ∇/(MS+ε) (default 0.001)", d.epsilon, 1e-12, 1e6),
+         int_flag("bptt", dyn, "segment length of the adaptation steps (default 5)", d.bptt, 1,
+                  kMaxSize),
+         int_flag("stat_batch_size", dyn, "batch size of the gradient statistics (default 100)",
+                  d.stat_batch_size, 1, kMaxSize),
+         int_flag("max_stat_batches", dyn,
+                  "gradient statistics on at most N training segments (-1: all)",
+                  d.max_stat_batches, -1, kMaxCount),
+         bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
     t.insert(t.end(), paths.begin(), paths.end());
   } else if (command == "generate") {
     GenerateConfig& g = o.generate;
     t = model_rows;
-    t.insert(t.end(), {device, threads, int_flag("words", gen, "how many words to sample (default 100)", g.words, 0, kMaxCount),
-                       float_flag("temperature", gen, "sample from p^(1/T) (default 1)", g.temperature, 1e-6, 1e6),
-                       Flag{"seed", "N", "sampling seed (default 1)", gen,
-                            [&g](const std::string& v) {
-                              int64_t n = 0;
-                              int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
-                              g.seed = static_cast<uint64_t>(n);
-                            },
-                            [&g] { return std::to_string(g.seed); }},
-                       text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)", g.prompt, true)});
+    t.insert(
+        t.end(),
+        {device, threads,
+         int_flag("words", gen, "how many words to sample (default 100)", g.words, 0, kMaxCount),
+         float_flag("temperature", gen, "sample from p^(1/T) (default 1)", g.temperature, 1e-6,
+                    1e6),
+         Flag{"seed", "N", "sampling seed (default 1)", gen,
+              [&g](const std::string& v) {
+                int64_t n = 0;
+                int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
+                g.seed = static_cast<uint64_t>(n);
+              },
+              [&g] { return std::to_string(g.seed); }},
+         text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)",
+                   g.prompt, true)});
     t.insert(t.end(), generate_paths.begin(), generate_paths.end());
   } else if (command == "export") {
     t = model_rows;
     o.out = "model.safetensors";
-    t.push_back(text_flag("out", "FILE", out, "the .safetensors file to write (default model.safetensors)", o.out));
+    t.push_back(text_flag("out", "FILE", out,
+                          "the .safetensors file to write (default model.safetensors)", o.out));
   } else if (command == "import") {
     o.out = "imported.ckpt";
     t = {text_flag("in", "FILE", in, "the .safetensors file to read (required)", o.in),
@@ -83,31 +101,43 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
     const std::string an = "rank";
     o.split = "valid", o.out = "rank";
     t = model_rows;
-    t.insert(t.end(), {data, choice_flag("split", in, "which part of the corpus gives the contexts (default valid)",
-                                         o.split, {"valid", "test", "train"}),
-                       device, threads,
-                       int_flag("contexts", an, "N: the first N targets of the split (default 2000; 0: all of them)",
-                                o.rank.contexts, 0, kMaxCount),
-                       int_flag("batch_size", an, "columns the split is cut into (default 10, as for valid)",
-                                o.rank.batch_size, 1, kMaxSize),
-                       int_flag("bptt", an, "segment length of the forward passes (default 70)", o.rank.bptt, 1, kMaxSize),
-                       text_flag("out", "DIR", out, "directory for spectrum.csv and spectrum.svg (default rank)", o.out)});
+    t.insert(
+        t.end(),
+        {data,
+         choice_flag("split", in, "which part of the corpus gives the contexts (default valid)",
+                     o.split, {"valid", "test", "train"}),
+         device, threads,
+         int_flag("contexts", an,
+                  "N: the first N targets of the split (default 2000; 0: all of them)",
+                  o.rank.contexts, 0, kMaxCount),
+         int_flag("batch_size", an, "columns the split is cut into (default 10, as for valid)",
+                  o.rank.batch_size, 1, kMaxSize),
+         int_flag("bptt", an, "segment length of the forward passes (default 70)", o.rank.bptt, 1,
+                  kMaxSize),
+         text_flag("out", "DIR", out, "directory for spectrum.csv and spectrum.svg (default rank)",
+                   o.out)});
   } else if (command == "bottleneck-demo") {
     const std::string demo = "demo";
     o.out = "bottleneck-demo", o.threads = 1;
-    t = {int_flag("dim", demo, "d, every head's context and decoder size (default 4)", o.demo.d, 1, 63),  // < V = 64
-         int_flag("experts", demo, "K, components of MoS and MoC (default 4)", o.demo.experts, 2, 64),
-         int_flag("steps", demo, "Adam steps per head (default 1500)", o.demo.steps, 1, 1000000),
-         Flag{"seed", "N", "seed of the true distribution and the initial weights (default 1)", demo,
-              [&o](const std::string& v) {
-                int64_t n = 0;
-                int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
-                o.demo.seed = static_cast<uint64_t>(n);
-              },
-              [&o] { return std::to_string(o.demo.seed); }},
-         int_flag("threads", run, "OpenMP threads (default 1: the demo's tensors are too small to split; 0: all cores)",
-                  o.threads, 0, 4096),
-         text_flag("out", "DIR", out, "directory for demo.csv and demo.svg (default bottleneck-demo)", o.out)};
+    t = {
+        int_flag("dim", demo, "d, every head's context and decoder size (default 4)", o.demo.d, 1,
+                 63),  // < V = 64
+        int_flag("experts", demo, "K, components of MoS and MoC (default 4)", o.demo.experts, 2,
+                 64),
+        int_flag("steps", demo, "Adam steps per head (default 1500)", o.demo.steps, 1, 1000000),
+        Flag{"seed", "N", "seed of the true distribution and the initial weights (default 1)", demo,
+             [&o](const std::string& v) {
+               int64_t n = 0;
+               int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
+               o.demo.seed = static_cast<uint64_t>(n);
+             },
+             [&o] { return std::to_string(o.demo.seed); }},
+        int_flag(
+            "threads", run,
+            "OpenMP threads (default 1: the demo's tensors are too small to split; 0: all cores)",
+            o.threads, 0, 4096),
+        text_flag("out", "DIR", out,
+                  "directory for demo.csv and demo.svg (default bottleneck-demo)", o.out)};
   } else {
     throw std::invalid_argument("no flag table for command '" + command + "'");
   }
@@ -132,21 +162,26 @@ TrainConfig parse_train_command(const std::string& command, int argc, char** arg
   const FlagTable table = cfg.flag_table();
   if (a.help) return cfg;
   for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
-  gemm_path_for(cfg.gemm, cfg.device);  // --gemm reference with --device cuda: refused before the corpus is read
+  gemm_path_for(
+      cfg.gemm,
+      cfg.device);  // --gemm reference with --device cuda: refused before the corpus is read
   cfg.data = resolve_data_dir(cfg.data);
   return cfg;
 }
 
 FlagTable graph_flags(TrainConfig& cfg, std::string& out) {
   FlagTable t = cfg.flag_table();
-  t.push_back(text_flag("out", "FILE", "output", "the DOT file to write (default graph.dot; FILE.svg too when dot is installed)", out));
+  t.push_back(text_flag(
+      "out", "FILE", "output",
+      "the DOT file to write (default graph.dot; FILE.svg too when dot is installed)", out));
   return t;
 }
 
 TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help) {
   TrainConfig probe;
   std::string ignored;
-  const ParsedArgs a = parse_command_line("graph", argc, argv, 2, switches_of(graph_flags(probe, ignored)));
+  const ParsedArgs a =
+      parse_command_line("graph", argc, argv, 2, switches_of(graph_flags(probe, ignored)));
   *help = a.help;
   TrainConfig cfg = preset_config(a.get("preset", "tiny"));
   *out = "graph.dot";
@@ -156,7 +191,8 @@ TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* h
   return cfg;
 }
 
-bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv) {
+bool parse_model_command(const std::string& command, const FlagTable& table, int argc,
+                         char** argv) {
   const ParsedArgs a = parse_command_line(command, argc, argv, 2, switches_of(table));
   if (!a.help)
     for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);

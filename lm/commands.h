@@ -16,23 +16,23 @@
 namespace mg {
 
 struct ModelCommandOptions {
-  std::string model;               // checkpoint; default <save>/best.ckpt
-  std::string save;                // default runs/<preset>
+  std::string model;  // checkpoint; default <save>/best.ckpt
+  std::string save;   // default runs/<preset>
   std::string preset = "small-mos";
-  std::string data;                // corpus directory (resolve_data_dir)
-  std::string split = "test";      // valid | test | train
+  std::string data;            // corpus directory (resolve_data_dir)
+  std::string split = "test";  // valid | test | train
   std::string device = "cpu";
-  int64_t batch_size = 0;          // 0: 1 for test, 10 otherwise (the papers' conventions)
-  int64_t bptt = 70;               // eval's segment length
-  int64_t threads = 0;             // 0: all cores
+  int64_t batch_size = 0;  // 0: 1 for test, 10 otherwise (the papers' conventions)
+  int64_t bptt = 70;       // eval's segment length
+  int64_t threads = 0;     // 0: all cores
   bool fused_lstm = true, fused_head = true;  // the computation paths (reference_path_flags)
   std::string gemm = "fast";
   DynevalConfig dyneval;
   GenerateConfig generate;
-  std::string out;                 // export / import output; rank / bottleneck-demo output directory
-  RankOptions rank;                // rank
-  DemoConfig demo;                 // bottleneck-demo
-  std::string in;                  // import input
+  std::string out;   // export / import output; rank / bottleneck-demo output directory
+  RankOptions rank;  // rank
+  DemoConfig demo;   // bottleneck-demo
+  std::string in;    // import input
   std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt
 };
 
@@ -41,8 +41,9 @@ const std::vector<std::string>& model_command_names();
 FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o);
 
 // The command line after `mosgrad <command>` (argv[2..argc)), parsed and every flag applied and
-// checked before any work starts. Both return with *help / true when --help was given (nothing applied).
-// train/finetune: the preset first (it sets every flag), then the flags given, in order; --data resolved.
+// checked before any work starts. Both return with *help / true when --help was given (nothing
+// applied). train/finetune: the preset first (it sets every flag), then the flags given, in order;
+// --data resolved.
 TrainConfig parse_train_command(const std::string& command, int argc, char** argv, bool* help);
 // graph: the train flags (preset default tiny) plus --out FILE (default graph.dot).
 TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help);

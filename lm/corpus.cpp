@@ -64,11 +64,24 @@ size_t decode_utf8(const std::string& text, size_t i, uint32_t* cp) {
   const unsigned char c = byte(i);
   size_t len;
   uint32_t v, min;
-  if (c < 0x80) { *cp = c; return 1; }
-  if ((c & 0xE0) == 0xC0) { len = 2; v = c & 0x1F; min = 0x80; }
-  else if ((c & 0xF0) == 0xE0) { len = 3; v = c & 0x0F; min = 0x800; }
-  else if ((c & 0xF8) == 0xF0) { len = 4; v = c & 0x07; min = 0x10000; }
-  else return 0;
+  if (c < 0x80) {
+    *cp = c;
+    return 1;
+  }
+  if ((c & 0xE0) == 0xC0) {
+    len = 2;
+    v = c & 0x1F;
+    min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    len = 3;
+    v = c & 0x0F;
+    min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    len = 4;
+    v = c & 0x07;
+    min = 0x10000;
+  } else
+    return 0;
   if (i + len > text.size()) return 0;
   for (size_t k = 1; k < len; ++k) {
     if ((byte(i + k) & 0xC0) != 0x80) return 0;
@@ -91,11 +104,12 @@ bool is_python_space(uint32_t cp) {
 
 std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool grow,
                                    int64_t* unk_count) {
-  return tokenize_text(read_file(path, "corpus file", std::string(". ") + kHowToGetData), path, vocab, grow, unk_count);
+  return tokenize_text(read_file(path, "corpus file", std::string(". ") + kHowToGetData), path,
+                       vocab, grow, unk_count);
 }
 
-std::vector<int64_t> tokenize_text(const std::string& text, const std::string& path, Vocab& vocab, bool grow,
-                                   int64_t* unk_count) {
+std::vector<int64_t> tokenize_text(const std::string& text, const std::string& path, Vocab& vocab,
+                                   bool grow, int64_t* unk_count) {
   if (text.empty()) throw std::runtime_error("corpus file " + path + " is empty (0 bytes)");
 
   std::vector<int64_t> ids;
@@ -118,12 +132,14 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
   };
 
   size_t i = 0;
-  bool line_open = false;  // bytes seen since the last line end: a last line without "\n" still gets <eos>
+  bool line_open =
+      false;  // bytes seen since the last line end: a last line without "\n" still gets <eos>
   while (i < text.size()) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c == 0)
       throw std::runtime_error("corpus file " + path + " contains a NUL byte at offset " +
-                               std::to_string(i) + ": it looks like a binary file, not a text corpus");
+                               std::to_string(i) +
+                               ": it looks like a binary file, not a text corpus");
     if (c == '\n' || c == '\r') {
       // Python's text mode turns "\r\n" and a lone "\r" into "\n": each is one line end.
       flush_word();
@@ -140,8 +156,10 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
       throw std::runtime_error("corpus file " + path + " is not UTF-8 text: invalid byte " +
                                hex_byte(c) + " at offset " + std::to_string(i) +
                                " (a binary file, or a text file in another encoding?)");
-    if (is_python_space(cp)) flush_word();
-    else word.append(text, i, len);
+    if (is_python_space(cp))
+      flush_word();
+    else
+      word.append(text, i, len);
     i += len;
   }
   if (line_open) {
@@ -150,14 +168,18 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
     ids.push_back(eos);
   }
   if (words == 0)
-    throw std::runtime_error("corpus file " + path + " is empty: it has " + std::to_string(text.size()) +
-                             " bytes but no words, only whitespace");
+    throw std::runtime_error("corpus file " + path + " is empty: it has " +
+                             std::to_string(text.size()) + " bytes but no words, only whitespace");
   if (unk_count) *unk_count = unknown;
   return ids;
 }
 
 Corpus load_corpus(const std::string& dir, int64_t max_vocab) {
-  struct Layout { const char* format; const char* prefix; const char* ext; };
+  struct Layout {
+    const char* format;
+    const char* prefix;
+    const char* ext;
+  };
   const Layout layouts[] = {{"ptb", "ptb.", ".txt"}, {"wikitext-2", "wiki.", ".tokens"}};
   const auto file = [&](const Layout& l, const char* split) {
     return (fs::path(dir) / (std::string(l.prefix) + split + l.ext)).string();
@@ -168,11 +190,17 @@ Corpus load_corpus(const std::string& dir, int64_t max_vocab) {
     throw std::runtime_error("data directory " + dir + " does not exist. " + kHowToGetData);
   const Layout* layout = nullptr;
   for (const Layout& l : layouts)
-    if (fs::exists(file(l, "train"), ec)) { layout = &l; break; }
+    if (fs::exists(file(l, "train"), ec)) {
+      layout = &l;
+      break;
+    }
   if (!layout)
-    throw std::runtime_error("no corpus in " + dir + ": expected ptb.train.txt, ptb.valid.txt, ptb.test.txt "
-                             "(Penn Treebank) or wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens "
-                             "(WikiText-2). " + kHowToGetData);
+    throw std::runtime_error(
+        "no corpus in " + dir +
+        ": expected ptb.train.txt, ptb.valid.txt, ptb.test.txt "
+        "(Penn Treebank) or wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens "
+        "(WikiText-2). " +
+        kHowToGetData);
   // Check all three before the slow reading, so a half-copied directory fails at once.
   for (const char* split : {"valid", "test"})
     if (!fs::exists(file(*layout, split), ec))
@@ -186,7 +214,8 @@ Corpus load_corpus(const std::string& dir, int64_t max_vocab) {
   if (max_vocab > 0 && c.vocab.size() > max_vocab)
     throw std::runtime_error("corpus file " + file(*layout, "train") + " has a vocabulary of " +
                              std::to_string(c.vocab.size()) + " words, more than the limit of " +
-                             std::to_string(max_vocab) + " (is this a word-level corpus? raise the "
+                             std::to_string(max_vocab) +
+                             " (is this a word-level corpus? raise the "
                              "limit if it really is)");
   c.valid = tokenize_file(file(*layout, "valid"), c.vocab, /*grow=*/false, &c.unk_valid);
   c.test = tokenize_file(file(*layout, "test"), c.vocab, /*grow=*/false, &c.unk_test);
@@ -218,13 +247,15 @@ std::string resolve_data_dir(const std::string& explicit_dir) {
 
 void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::string& what) {
   if (corpus.size() != trained.size())
-    throw std::runtime_error(what + " was trained on a vocabulary of " + std::to_string(trained.size()) +
-                             " words, the corpus has " + std::to_string(corpus.size()) + " (another data set?)");
+    throw std::runtime_error(what + " was trained on a vocabulary of " +
+                             std::to_string(trained.size()) + " words, the corpus has " +
+                             std::to_string(corpus.size()) + " (another data set?)");
   for (int64_t i = 0; i < corpus.size(); ++i)
     if (corpus.word(i) != trained.word(i))
-      throw std::runtime_error(what + " was trained on another vocabulary: word " + std::to_string(i) + " is '" +
-                               trained.word(i) + "' there and '" + corpus.word(i) +
-                               "' in the corpus (the same words in another order would score nonsense)");
+      throw std::runtime_error(
+          what + " was trained on another vocabulary: word " + std::to_string(i) + " is '" +
+          trained.word(i) + "' there and '" + corpus.word(i) +
+          "' in the corpus (the same words in another order would score nonsense)");
 }
 
 }  // namespace mg

@@ -52,9 +52,9 @@ class Vocab {
 
 // A corpus with its three splits as token ids (<eos> included) and the vocabulary of train.
 struct Corpus {
-  std::string dir;     // the directory it was read from
-  std::string format;  // "ptb" or "wikitext-2"
-  Vocab vocab;         // V words
+  std::string dir;                          // the directory it was read from
+  std::string format;                       // "ptb" or "wikitext-2"
+  Vocab vocab;                              // V words
   std::vector<int64_t> train, valid, test;  // token ids in [0, V)
   // Tokens of valid / test that were not in train's vocabulary and were read as <unk>. The caller
   // should warn when these are not zero: it usually means a wrong or differently tokenized file.
@@ -78,8 +78,8 @@ Corpus load_corpus(const std::string& dir, int64_t max_vocab = 0);
 std::vector<int64_t> tokenize_file(const std::string& path, Vocab& vocab, bool grow,
                                    int64_t* unk_count = nullptr);
 // The same on text already in memory (`path` names it in errors); the fuzz target's entry.
-std::vector<int64_t> tokenize_text(const std::string& text, const std::string& path, Vocab& vocab, bool grow,
-                                   int64_t* unk_count = nullptr);
+std::vector<int64_t> tokenize_text(const std::string& text, const std::string& path, Vocab& vocab,
+                                   bool grow, int64_t* unk_count = nullptr);
 
 // Where the data lives, in this order of preference:
 //   1. `explicit_dir` when not empty (the --data DIR flag),
@@ -91,8 +91,8 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
 // Returns the chosen path without checking the files in it; load_corpus does that.
 std::string resolve_data_dir(const std::string& explicit_dir = "");
 
-// Throws unless `corpus` and `trained` are the same vocabulary, word for word and in order: the same
-// size is not enough (the same words in another order score nonsense). `what` names the file.
+// Throws unless `corpus` and `trained` are the same vocabulary, word for word and in order: the
+// same size is not enough (the same words in another order score nonsense). `what` names the file.
 void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::string& what);
 
 }  // namespace mg

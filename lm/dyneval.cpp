@@ -14,11 +14,12 @@ EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_i
 
   // ---- gradient statistics on training data: MS = sqrt(sum of squared gradients) ----
   std::vector<std::vector<double>> ms(params.size());
-  for (size_t p = 0; p < params.size(); ++p) ms[p].assign(static_cast<size_t>(params[p].numel()), 0.0);
+  for (size_t p = 0; p < params.size(); ++p)
+    ms[p].assign(static_cast<size_t>(params[p].numel()), 0.0);
   const Batched train = batchify(train_ids, cfg.stat_batch_size);
   Hidden hidden = model.init_hidden(train.batch);
   int64_t batches = 0;
-  for (int64_t i = 0; i < train.rows - 1; ) {
+  for (int64_t i = 0; i < train.rows - 1;) {
     const Batch b = get_batch(train, i, cfg.bptt);
     model.zero_grad();
     hidden = detach_hidden(hidden);
@@ -38,7 +39,8 @@ EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_i
   double gsum = 0;
   for (auto& m : ms) {
     double mean_ms = 0;
-    for (double& v : m) v = std::sqrt(cfg.mean_squares ? v / std::max<int64_t>(batches, 1) : v), mean_ms += v;
+    for (double& v : m)
+      v = std::sqrt(cfg.mean_squares ? v / std::max<int64_t>(batches, 1) : v), mean_ms += v;
     gsum += m.empty() ? 0 : mean_ms / m.size();
   }
 
@@ -55,7 +57,7 @@ EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_i
   const Batched data = batchify(eval_ids, 1);
   hidden = model.init_hidden(1);
   double total = 0, weight = 0;
-  for (int64_t i = 0; i < data.rows - 1; ) {
+  for (int64_t i = 0; i < data.rows - 1;) {
     const Batch b = get_batch(data, i, cfg.bptt);
     model.zero_grad();
     hidden = detach_hidden(hidden);
@@ -77,7 +79,8 @@ EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_i
         if (params[p].is_cuda()) copy_into(params[p], weights);
       }
     }
-    const double share = static_cast<double>(b.seq_len) / cfg.bptt;  // the last segment may be short
+    const double share =
+        static_cast<double>(b.seq_len) / cfg.bptt;  // the last segment may be short
     total += share * out.loss.item();
     weight += share;
     hidden = out.hidden;

@@ -1,6 +1,7 @@
 // Dynamic evaluation (Krause et al. 2018, "Dynamic Evaluation of Neural Sequence Models"), as used
 // for the MoS paper's best PTB numbers: while reading the evaluation text, take a gradient step on
-// every segment just scored, with an RMS-normalised step and a decay back towards the trained weights:
+// every segment just scored, with an RMS-normalised step and a decay back towards the trained
+// weights:
 //   θ ← θ + λ·decrate ⊙ (θ₀ − θ) − η·∇/(MS + ε)
 // where MS = sqrt(Σ ∇²) is each weight's gradient scale measured on training data (gradstat), and
 // decrate = MS / Σ_params mean(MS), clipped at 1/λ so the decay cannot overshoot.
@@ -13,13 +14,13 @@
 namespace mg {
 
 struct DynevalConfig {
-  float lr = 0.002f;          // η
-  float lamb = 0.075f;        // λ (the MoS README's PTB setting; Krause et al.'s script defaults to 0.02)
-  float epsilon = 0.001f;     // ε
-  int64_t bptt = 5;           // segment length of the adaptation steps
+  float lr = 0.002f;    // η
+  float lamb = 0.075f;  // λ (the MoS README's PTB setting; Krause et al.'s script defaults to 0.02)
+  float epsilon = 0.001f;         // ε
+  int64_t bptt = 5;               // segment length of the adaptation steps
   int64_t stat_batch_size = 100;  // batch size of the gradient statistics pass over training data
   int64_t max_stat_batches = -1;  // > 0: gradient statistics on at most this many training segments
-  bool mean_squares = false;  // MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)
+  bool mean_squares = false;      // MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)
 };
 
 // Runs the gradient statistics on `train_ids`, then dynamically evaluates `eval_ids` with batch

@@ -6,7 +6,9 @@
 
 namespace mg {
 
-double EvalResult::perplexity() const { return std::exp(loss); }
+double EvalResult::perplexity() const {
+  return std::exp(loss);
+}
 
 EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt) {
   const bool was_training = model.is_training();

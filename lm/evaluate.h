@@ -1,6 +1,6 @@
-// Perplexity with the AWD-LSTM convention, so numbers compare with the papers: the text is batchified
-// into B columns, the hidden state is carried across segments, and every position of a column after
-// its first is a target exactly once (PTB valid at B=10: 73,750 targets).
+// Perplexity with the AWD-LSTM convention, so numbers compare with the papers: the text is
+// batchified into B columns, the hidden state is carried across segments, and every position of a
+// column after its first is a target exactly once (PTB valid at B=10: 73,750 targets).
 #pragma once
 
 #include "lm/batching.h"
@@ -9,8 +9,8 @@
 namespace mg {
 
 struct EvalResult {
-  double loss = 0;        // mean NLL per target (nats)
-  int64_t targets = 0;    // tokens scored
+  double loss = 0;      // mean NLL per target (nats)
+  int64_t targets = 0;  // tokens scored
   double perplexity() const;
 };
 

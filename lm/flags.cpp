@@ -47,7 +47,8 @@ int64_t parse_int_flag(const std::string& flag, const std::string& text) {
   const long long v = text.empty() ? 0 : std::strtoll(text.c_str(), &end, 10);
   if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])))
     throw std::invalid_argument("--" + flag + " expects a whole number, got '" + text + "'");
-  if (errno == ERANGE) throw std::invalid_argument("--" + flag + " is out of range: '" + text + "'");
+  if (errno == ERANGE)
+    throw std::invalid_argument("--" + flag + " is out of range: '" + text + "'");
   return v;
 }
 
@@ -57,17 +58,22 @@ double parse_number_flag(const std::string& flag, const std::string& text) {
   const double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
   if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])))
     throw std::invalid_argument("--" + flag + " expects a number, got '" + text + "'");
-  if (errno == ERANGE || !std::isfinite(v)) throw std::invalid_argument("--" + flag + " must be a finite number, got '" + text + "'");
+  if (errno == ERANGE || !std::isfinite(v))
+    throw std::invalid_argument("--" + flag + " must be a finite number, got '" + text + "'");
   return v;
 }
 
-Flag int_flag(const std::string& name, const std::string& section, const std::string& help, int64_t& target,
-              int64_t low, int64_t high) {
-  return {name, "N", help, section, [name, &target, low, high](const std::string& text) {
+Flag int_flag(const std::string& name, const std::string& section, const std::string& help,
+              int64_t& target, int64_t low, int64_t high) {
+  return {name,
+          "N",
+          help,
+          section,
+          [name, &target, low, high](const std::string& text) {
             const int64_t v = parse_int_flag(name, text);
             if (v < low || v > high)
-              throw std::invalid_argument("--" + name + " must be in [" + std::to_string(low) + ", " +
-                                          std::to_string(high) + "], got " + text);
+              throw std::invalid_argument("--" + name + " must be in [" + std::to_string(low) +
+                                          ", " + std::to_string(high) + "], got " + text);
             target = v;
           },
           [&target] { return std::to_string(target); }};
@@ -82,54 +88,78 @@ std::string flag_number_text(double v) {
 
 namespace {
 template <typename T>
-Flag real_flag(const std::string& name, const std::string& section, const std::string& help, T& target, double low,
-               double high, bool high_open) {
-  return {name, "X", help, section, [name, &target, low, high, high_open](const std::string& text) {
+Flag real_flag(const std::string& name, const std::string& section, const std::string& help,
+               T& target, double low, double high, bool high_open) {
+  return {name,
+          "X",
+          help,
+          section,
+          [name, &target, low, high, high_open](const std::string& text) {
             const double v = parse_number_flag(name, text);
             if (v < low || (high_open ? v >= high : v > high))
-              throw std::invalid_argument("--" + name + " must be in [" + number_str(low) + ", " + number_str(high) +
-                                          (high_open ? ")" : "]") + ", got " + text);
+              throw std::invalid_argument("--" + name + " must be in [" + number_str(low) + ", " +
+                                          number_str(high) + (high_open ? ")" : "]") + ", got " +
+                                          text);
             target = static_cast<T>(v);
           },
           [&target] { return flag_number_text(target); }};
 }
 }  // namespace
 
-Flag float_flag(const std::string& name, const std::string& section, const std::string& help, float& target,
-                double low, double high, bool high_open) {
+Flag float_flag(const std::string& name, const std::string& section, const std::string& help,
+                float& target, double low, double high, bool high_open) {
   return real_flag(name, section, help, target, low, high, high_open);
 }
 
-Flag double_flag(const std::string& name, const std::string& section, const std::string& help, double& target,
-                 double low, double high) {
+Flag double_flag(const std::string& name, const std::string& section, const std::string& help,
+                 double& target, double low, double high) {
   return real_flag(name, section, help, target, low, high, false);
 }
 
-Flag bool_flag(const std::string& name, const std::string& section, const std::string& help, bool& target) {
-  return {name, "true|false", help, section, [name, &target](const std::string& text) {
-            if (text == "1" || text == "true" || text == "yes") target = true;
-            else if (text == "0" || text == "false" || text == "no") target = false;
-            else throw std::invalid_argument("--" + name + " expects true or false, got '" + text + "'");
-          },
-          [&target] { return std::string(target ? "1" : "0"); }};
+Flag bool_flag(const std::string& name, const std::string& section, const std::string& help,
+               bool& target) {
+  return {
+      name,
+      "true|false",
+      help,
+      section,
+      [name, &target](const std::string& text) {
+        if (text == "1" || text == "true" || text == "yes")
+          target = true;
+        else if (text == "0" || text == "false" || text == "no")
+          target = false;
+        else
+          throw std::invalid_argument("--" + name + " expects true or false, got '" + text + "'");
+      },
+      [&target] { return std::string(target ? "1" : "0"); }};
 }
 
-Flag choice_flag(const std::string& name, const std::string& section, const std::string& help, std::string& target,
-                 const std::vector<std::string>& choices) {
+Flag choice_flag(const std::string& name, const std::string& section, const std::string& help,
+                 std::string& target, const std::vector<std::string>& choices) {
   std::string joined;
   for (const std::string& c : choices) joined += (joined.empty() ? "" : "|") + c;
-  return {name, joined, help, section, [name, &target, choices, joined](const std::string& text) {
+  return {name,
+          joined,
+          help,
+          section,
+          [name, &target, choices, joined](const std::string& text) {
             if (std::find(choices.begin(), choices.end(), text) == choices.end())
-              throw std::invalid_argument("--" + name + " expects one of " + joined + ", got '" + text + "'");
+              throw std::invalid_argument("--" + name + " expects one of " + joined + ", got '" +
+                                          text + "'");
             target = text;
           },
           [&target] { return target; }};
 }
 
-Flag text_flag(const std::string& name, const std::string& value, const std::string& section, const std::string& help,
-               std::string& target, bool allow_empty) {
-  return {name, value, help, section, [name, &target, allow_empty](const std::string& text) {
-            if (text.empty() && !allow_empty) throw std::invalid_argument("--" + name + " needs a value");
+Flag text_flag(const std::string& name, const std::string& value, const std::string& section,
+               const std::string& help, std::string& target, bool allow_empty) {
+  return {name,
+          value,
+          help,
+          section,
+          [name, &target, allow_empty](const std::string& text) {
+            if (text.empty() && !allow_empty)
+              throw std::invalid_argument("--" + name + " needs a value");
             target = text;
           },
           [&target] { return target; }};
@@ -147,14 +177,15 @@ void apply_flag(const FlagTable& table, const std::string& command, const std::s
     if (d < best) best = d, closest = f.name;
   }
   throw std::invalid_argument("unknown flag --" + raw_name + " for " + command +
-                              (closest.empty() ? "" : " (did you mean --" + closest + "?)") + "; see mosgrad " +
-                              command + " --help");
+                              (closest.empty() ? "" : " (did you mean --" + closest + "?)") +
+                              "; see mosgrad " + command + " --help");
 }
 
 std::string flags_help(const FlagTable& table) {
   std::vector<std::string> sections;
   for (const Flag& f : table)
-    if (std::find(sections.begin(), sections.end(), f.section) == sections.end()) sections.push_back(f.section);
+    if (std::find(sections.begin(), sections.end(), f.section) == sections.end())
+      sections.push_back(f.section);
   size_t width = 0;
   for (const Flag& f : table) width = std::max(width, f.name.size() + f.value.size() + 3);
   std::ostringstream os;
@@ -194,7 +225,8 @@ ParsedArgs parse_command_line(const std::string& command, int argc, char** argv,
     }
     if (s.rfind("--", 0) != 0 || s.size() == 2)
       throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
-                                  ": flags are written --name value (for example --preset " + s + ")");
+                                  ": flags are written --name value (for example --preset " + s +
+                                  ")");
     s = s.substr(2);
     std::string value;
     const size_t eq = s.find('=');

@@ -28,20 +28,21 @@ using FlagTable = std::vector<Flag>;
 // Numbers as the checkpoint records them: 9 significant digits (a float round-trips).
 std::string flag_number_text(double v);
 
-// Rows for the usual kinds, each checking its range and reading its value back (get): integers in [low, high], numbers in [low, high]
-// (or [low, high) when high_open), booleans (true/false, 1/0, yes/no), one of a list of words, and
-// free text (non-empty unless allow_empty).
-Flag int_flag(const std::string& name, const std::string& section, const std::string& help, int64_t& target,
-              int64_t low, int64_t high);
-Flag float_flag(const std::string& name, const std::string& section, const std::string& help, float& target,
-                double low, double high, bool high_open = false);
-Flag double_flag(const std::string& name, const std::string& section, const std::string& help, double& target,
-                 double low, double high);
-Flag bool_flag(const std::string& name, const std::string& section, const std::string& help, bool& target);
-Flag choice_flag(const std::string& name, const std::string& section, const std::string& help, std::string& target,
-                 const std::vector<std::string>& choices);
-Flag text_flag(const std::string& name, const std::string& value, const std::string& section, const std::string& help,
-               std::string& target, bool allow_empty = false);
+// Rows for the usual kinds, each checking its range and reading its value back (get): integers in
+// [low, high], numbers in [low, high] (or [low, high) when high_open), booleans (true/false, 1/0,
+// yes/no), one of a list of words, and free text (non-empty unless allow_empty).
+Flag int_flag(const std::string& name, const std::string& section, const std::string& help,
+              int64_t& target, int64_t low, int64_t high);
+Flag float_flag(const std::string& name, const std::string& section, const std::string& help,
+                float& target, double low, double high, bool high_open = false);
+Flag double_flag(const std::string& name, const std::string& section, const std::string& help,
+                 double& target, double low, double high);
+Flag bool_flag(const std::string& name, const std::string& section, const std::string& help,
+               bool& target);
+Flag choice_flag(const std::string& name, const std::string& section, const std::string& help,
+                 std::string& target, const std::vector<std::string>& choices);
+Flag text_flag(const std::string& name, const std::string& value, const std::string& section,
+               const std::string& help, std::string& target, bool allow_empty = false);
 
 // Strict number parsing shared by the rows (the whole text must be the number): "10xyz" and "" are
 // errors naming --flag, never 10 or a bare "stoll".
@@ -50,7 +51,8 @@ double parse_number_flag(const std::string& flag, const std::string& text);
 
 // Finds `name` ('-' and '_' alike) in the table and sets it; an unknown name throws
 // "unknown flag --name for <command> (see mosgrad <command> --help)", with the closest known name.
-void apply_flag(const FlagTable& table, const std::string& command, const std::string& name, const std::string& text);
+void apply_flag(const FlagTable& table, const std::string& command, const std::string& name,
+                const std::string& text);
 
 // The --help text of a table: sections in first-appearance order, one aligned line per flag.
 std::string flags_help(const FlagTable& table);
@@ -58,10 +60,12 @@ std::string flags_help(const FlagTable& table);
 // A command line after the subcommand: --name value, --name=value, and bare switches (names in
 // `switches`). Positional words and a flag missing its value are errors that say what to write.
 struct ParsedArgs {
-  std::vector<std::pair<std::string, std::string>> flags;  // in command-line order, names normalised ('-' -> '_')
+  std::vector<std::pair<std::string, std::string>>
+      flags;  // in command-line order, names normalised ('-' -> '_')
   bool help = false;
   bool has(const std::string& name) const;
-  std::string get(const std::string& name, const std::string& fallback = "") const;  // the last one given
+  std::string get(const std::string& name,
+                  const std::string& fallback = "") const;  // the last one given
 };
 ParsedArgs parse_command_line(const std::string& command, int argc, char** argv, int first,
                               const std::vector<std::string>& switches);

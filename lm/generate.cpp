@@ -20,7 +20,8 @@ std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const Gen
   for (std::string w; in >> w;) {
     const int64_t id = vocab.find(w);
     prompt.push_back(id >= 0 ? id : vocab.unk());
-    if (prompt.back() < 0) throw std::invalid_argument("generate: '" + w + "' is not in the vocabulary");
+    if (prompt.back() < 0)
+      throw std::invalid_argument("generate: '" + w + "' is not in the vocabulary");
   }
   if (prompt.empty()) prompt.push_back(vocab.eos() >= 0 ? vocab.eos() : 0);
 
@@ -32,7 +33,8 @@ std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const Gen
   const int64_t V = model.config.ntoken;
   for (int64_t n = 0; n < cfg.words; ++n) {
     const int64_t rows = out.log_prob.size(0);
-    const Tensor last = narrow(out.log_prob, 0, rows - 1, 1).cpu();  // [1,V], from the GPU if it is there
+    const Tensor last =
+        narrow(out.log_prob, 0, rows - 1, 1).cpu();  // [1,V], from the GPU if it is there
     const float* logp = last.data();
     // Sample from p^(1/T) by inverse CDF over the renormalised weights.
     double max_l = -INFINITY;
@@ -44,7 +46,10 @@ std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const Gen
     int64_t next = V - 1;
     double acc = 0;
     for (int64_t v = 0; v < V; ++v)
-      if ((acc += w[v]) > u) { next = v; break; }
+      if ((acc += w[v]) > u) {
+        next = v;
+        break;
+      }
     words.push_back(vocab.word(next));
     out = model.forward({next}, 1, 1, out.hidden);
   }

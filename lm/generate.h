@@ -11,10 +11,11 @@
 namespace mg {
 
 struct GenerateConfig {
-  int64_t words = 100;      // how many words to sample
-  float temperature = 1.0f; // < 1: more conservative, > 1: more random; must be > 0
+  int64_t words = 100;       // how many words to sample
+  float temperature = 1.0f;  // < 1: more conservative, > 1: more random; must be > 0
   uint64_t seed = 1;
-  std::string prompt;       // whitespace-separated words; unknown words become <unk>; empty: start at <eos>
+  std::string
+      prompt;  // whitespace-separated words; unknown words become <unk>; empty: start at <eos>
 };
 
 // Returns the sampled words (the prompt not included). <eos> is returned as the word "<eos>".

@@ -107,7 +107,8 @@ double DoubleHead::mean_component_kl(const float* h, int64_t N) const {
     for (int64_t k = 0; k < K; ++k)
       for (int64_t l = 0; l < K; ++l) {
         if (k == l) continue;
-        for (int64_t v = 0; v < V; ++v) kl += std::exp(c[k * V + v]) * (c[k * V + v] - c[l * V + v]);
+        for (int64_t v = 0; v < V; ++v)
+          kl += std::exp(c[k * V + v]) * (c[k * V + v] - c[l * V + v]);
       }
     per_row[n] = kl / static_cast<double>(K * (K - 1));
   }

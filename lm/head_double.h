@@ -4,9 +4,10 @@
 //
 // The same equations as nn/heads.cpp in eval mode (no dropout), one context h [H] at a time:
 //   softmax     log p = log_softmax(W h + b)
-//   sigsoftmax  log p = s − logsumexp(s), s = z + log σ(z), z = W h + b     (Kanai et al. 2018, eq. 9)
-//   mos/mosig   log p = logsumexp_k(log π_k + log p_k), π = softmax(W_π h),
-//               h_k = tanh(W_h h + b_h)_k, p_k = (sig)softmax(W h_k + b)     (Yang et al. 2017, eq. 3)
+//   sigsoftmax  log p = s − logsumexp(s), s = z + log σ(z), z = W h + b     (Kanai et al. 2018, eq.
+//   9) mos/mosig   log p = logsumexp_k(log π_k + log p_k), π = softmax(W_π h),
+//               h_k = tanh(W_h h + b_h)_k, p_k = (sig)softmax(W h_k + b)     (Yang et al. 2017, eq.
+//               3)
 //   moc         log p = log_softmax(W Σ_k π_k h_k + b)
 #pragma once
 

@@ -49,7 +49,8 @@ double number_field(const JsonValue& obj, const char* key, const LineRef& where)
 }
 
 // Perplexity from the ppl field, or exp(loss) when only the loss was written.
-double ppl_field(const JsonValue& obj, const char* ppl_key, const char* loss_key, const LineRef& where) {
+double ppl_field(const JsonValue& obj, const char* ppl_key, const char* loss_key,
+                 const LineRef& where) {
   if (obj.find(ppl_key)) return number_field(obj, ppl_key, where);
   return std::exp(number_field(obj, loss_key, where));
 }
@@ -69,7 +70,8 @@ struct Curves {
 Curves read_metrics(const std::string& path) {
   const std::string text = read_file(path, "metrics file");
   Curves c;
-  std::vector<PlotPoint> epoch_train;  // the fallback training curve when there are no interval lines
+  std::vector<PlotPoint>
+      epoch_train;  // the fallback training curve when there are no interval lines
   size_t records = 0;
   LineRef where{path, 0};
   for (size_t begin = 0; begin < text.size();) {
@@ -103,17 +105,20 @@ Curves read_metrics(const std::string& path) {
 
 }  // namespace
 
-void plot_learning_curves(const std::string& metrics_path, const std::string& svg_path, const std::string& title) {
+void plot_learning_curves(const std::string& metrics_path, const std::string& svg_path,
+                          const std::string& title) {
   Curves curves = read_metrics(metrics_path);
   LogPlot plot;
   plot.title = title;
   if (plot.title.empty()) {
     const size_t slash = metrics_path.find_last_of('/');
-    plot.title = "Learning curves: " + (slash == std::string::npos ? metrics_path : metrics_path.substr(slash + 1));
+    plot.title = "Learning curves: " +
+                 (slash == std::string::npos ? metrics_path : metrics_path.substr(slash + 1));
   }
   plot.x_label = "training tokens";
   plot.y_label = "perplexity (log scale)";
-  plot.series.push_back({"train", "training (per interval)", "#1f77b4", false, std::move(curves.train)});
+  plot.series.push_back(
+      {"train", "training (per interval)", "#1f77b4", false, std::move(curves.train)});
   plot.series.push_back({"val", "validation (per epoch)", "#d62728", true, std::move(curves.val)});
   // Atomic, so a viewer never sees half a file and a failure leaves any earlier plot intact.
   write_file_atomically(svg_path, render_log_plot_svg(plot));

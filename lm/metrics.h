@@ -11,16 +11,16 @@ namespace mg {
 
 // One log interval of training.
 struct IntervalMetrics {
-  int64_t epoch = 0;          // 1-based
-  int64_t step = 0;           // optimizer steps since the start of the run
-  int64_t batch = 0;          // segment index within the epoch
-  int64_t batches = 0;        // approximate number of segments in the epoch (for the bar and ETA)
-  int64_t tokens = 0;         // training tokens seen since the start of the run
-  double loss = 0;            // mean NLL over the interval
+  int64_t epoch = 0;    // 1-based
+  int64_t step = 0;     // optimizer steps since the start of the run
+  int64_t batch = 0;    // segment index within the epoch
+  int64_t batches = 0;  // approximate number of segments in the epoch (for the bar and ETA)
+  int64_t tokens = 0;   // training tokens seen since the start of the run
+  double loss = 0;      // mean NLL over the interval
   double lr = 0;
   double tokens_per_s = 0;
-  double elapsed_s = 0;       // since the start of the run (resumed runs continue the count)
-  double grad_norm = 0;       // before clipping, averaged over the interval
+  double elapsed_s = 0;  // since the start of the run (resumed runs continue the count)
+  double grad_norm = 0;  // before clipping, averaged over the interval
 };
 
 // The end of one epoch.
@@ -28,13 +28,13 @@ struct EpochMetrics {
   int64_t epoch = 0;
   int64_t step = 0;
   int64_t tokens = 0;
-  double train_loss = 0;      // mean NLL over the epoch
-  double val_loss = 0;        // mean NLL per validation target
+  double train_loss = 0;  // mean NLL over the epoch
+  double val_loss = 0;    // mean NLL per validation target
   double elapsed_s = 0;
   double epoch_s = 0;
-  std::string optimizer;      // "sgd", "asgd", "adam"
-  bool best = false;          // validation improved and the model was saved
-  bool at_stop = false;       // written at a --max-steps / --max-minutes stop, inside the epoch
+  std::string optimizer;  // "sgd", "asgd", "adam"
+  bool best = false;      // validation improved and the model was saved
+  bool at_stop = false;   // written at a --max-steps / --max-minutes stop, inside the epoch
 };
 
 // Writes metrics.jsonl lines:

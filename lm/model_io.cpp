@@ -25,7 +25,8 @@ Vocab split_vocab(const std::string& text) {
 }
 
 // The model flags stored under "model.<key>".
-ModelConfig config_from(const std::map<std::string, std::string>& strings, const std::string& file) {
+ModelConfig config_from(const std::map<std::string, std::string>& strings,
+                        const std::string& file) {
   std::map<std::string, std::string> m;
   for (const auto& [k, v] : strings)
     if (k.rfind("model.", 0) == 0) m[k.substr(6)] = v;
@@ -38,32 +39,37 @@ ModelConfig config_from(const std::map<std::string, std::string>& strings, const
   // Checked before a model is built from them: a crafted file must not allocate 2^63 floats.
   auto size = [&](const char* key, int64_t v, int64_t high) {
     if (v < 1 || v > high)
-      throw std::runtime_error(file + ": model." + key + " = " + std::to_string(v) + " is outside [1, " +
-                               std::to_string(high) + "]");
+      throw std::runtime_error(file + ": model." + key + " = " + std::to_string(v) +
+                               " is outside [1, " + std::to_string(high) + "]");
   };
   size("ntoken", c.ntoken, int64_t{1} << 24), size("emsize", c.emsize, int64_t{1} << 20);
   size("nhid", c.nhid, int64_t{1} << 20), size("nhidlast", c.nhidlast, int64_t{1} << 20);
   size("nlayers", c.nlayers, 64), size("n_experts", c.n_experts, 4096);
-  for (const auto& [key, p] : std::vector<std::pair<const char*, float>>{
-           {"dropout", c.dropout}, {"dropouth", c.dropouth}, {"dropouti", c.dropouti}, {"dropoute", c.dropoute},
-           {"dropoutl", c.dropoutl}, {"wdrop", c.wdrop}})
+  for (const auto& [key, p] : std::vector<std::pair<const char*, float>>{{"dropout", c.dropout},
+                                                                         {"dropouth", c.dropouth},
+                                                                         {"dropouti", c.dropouti},
+                                                                         {"dropoute", c.dropoute},
+                                                                         {"dropoutl", c.dropoutl},
+                                                                         {"wdrop", c.wdrop}})
     if (!(p >= 0.0f && p < 1.0f))
-      throw std::runtime_error(file + ": model." + key + " = " + std::to_string(p) + " is outside [0, 1)");
+      throw std::runtime_error(file + ": model." + key + " = " + std::to_string(p) +
+                               " is outside [0, 1)");
   return c;
 }
 
 // A file's config must not describe more parameters than the file holds values: checked before the
-// model is built, so a crafted config (V = 2^24, E = 2^20) is an error, not a 64 TB allocation. (More
-// values than that is an unknown tensor, which load_parameters names.)
-void check_config_fits_tensors(const ModelConfig& cfg, const NamedTensors& tensors, const std::string& prefix,
-                               const std::string& file) {
+// model is built, so a crafted config (V = 2^24, E = 2^20) is an error, not a 64 TB allocation.
+// (More values than that is an unknown tensor, which load_parameters names.)
+void check_config_fits_tensors(const ModelConfig& cfg, const NamedTensors& tensors,
+                               const std::string& prefix, const std::string& file) {
   int64_t stored = 0;
   for (const auto& [name, t] : tensors)
     if (name.rfind(prefix, 0) == 0) stored += t.numel();
   if (cfg.parameter_count() > stored)
-    throw std::runtime_error(file + ": its config describes a model of " + std::to_string(cfg.parameter_count()) +
-                             " parameters (" + cfg.summary() + ") but it holds only " + std::to_string(stored) +
-                             " parameter values (a parameter is missing, or the config does not match the weights)");
+    throw std::runtime_error(
+        file + ": its config describes a model of " + std::to_string(cfg.parameter_count()) +
+        " parameters (" + cfg.summary() + ") but it holds only " + std::to_string(stored) +
+        " parameter values (a parameter is missing, or the config does not match the weights)");
 }
 
 // The vocabulary stored with a model must have one word per row of its embedding.
@@ -75,15 +81,17 @@ void check_vocab_fits(const Vocab& vocab, const ModelConfig& cfg, const std::str
 
 }  // namespace
 
-void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix, const std::string& file) {
+void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix,
+                     const std::string& file) {
   NoGradGuard no_grad;
   const auto params = model.named_parameters();
   for (const auto& [n, t] : source) {  // nothing under the prefix that the model does not have
     if (n.rfind(prefix, 0) != 0) continue;
     bool known = false;
     for (const auto& [name, param] : params) known = known || prefix + name == n;
-    if (!known) throw std::runtime_error(file + ": tensor '" + n + "' is not a parameter of this model (" +
-                                         model.config.summary() + ")");
+    if (!known)
+      throw std::runtime_error(file + ": tensor '" + n + "' is not a parameter of this model (" +
+                               model.config.summary() + ")");
   }
   for (auto& [name, param] : model.named_parameters()) {
     const Tensor* found = nullptr;
@@ -96,8 +104,9 @@ void load_parameters(RNNModel& model, const NamedTensors& source, const std::str
     const std::vector<float> values = found->to_vector();
     for (size_t i = 0; i < values.size(); ++i)
       if (!std::isfinite(values[i]))
-        throw std::runtime_error(file + ": parameter '" + name + "' holds " + std::to_string(values[i]) +
-                                 " at element " + std::to_string(i) + " (a diverged run?)");
+        throw std::runtime_error(file + ": parameter '" + name + "' holds " +
+                                 std::to_string(values[i]) + " at element " + std::to_string(i) +
+                                 " (a diverged run?)");
     copy_into(param, values);  // onto the parameter's device
   }
 }
@@ -113,7 +122,9 @@ void save_model(const std::string& path, const RNNModel& model, const Vocab& voc
   save_checkpoint(path, tensors, strings);
 }
 
-LoadedModel load_model(const std::string& path) { return model_from_checkpoint(load_checkpoint(path)); }
+LoadedModel load_model(const std::string& path) {
+  return model_from_checkpoint(load_checkpoint(path));
+}
 
 LoadedModel model_from_checkpoint(const Checkpoint& ckpt) {
   const std::string& path = ckpt.path;
@@ -122,7 +133,8 @@ LoadedModel model_from_checkpoint(const Checkpoint& ckpt) {
   check_config_fits_tensors(cfg, ckpt.tensors, "model.", path);
   out.model = std::make_shared<RNNModel>(cfg, 0);
   load_parameters(*out.model, ckpt.tensors, "model.", path);
-  if (ckpt.has_string("vocab")) out.vocab = split_vocab(ckpt.string("vocab")), check_vocab_fits(out.vocab, cfg, path);
+  if (ckpt.has_string("vocab"))
+    out.vocab = split_vocab(ckpt.string("vocab")), check_vocab_fits(out.vocab, cfg, path);
   out.strings = ckpt.strings;
   return out;
 }
@@ -135,7 +147,9 @@ void export_safetensors(const std::string& path, const RNNModel& model, const Vo
   save_safetensors(path, model.named_parameters(), meta);
 }
 
-LoadedModel import_safetensors(const std::string& path) { return model_from_safetensors(load_safetensors(path), path); }
+LoadedModel import_safetensors(const std::string& path) {
+  return model_from_safetensors(load_safetensors(path), path);
+}
 
 LoadedModel model_from_safetensors(const SafetensorsFile& file, const std::string& path) {
   LoadedModel out;

@@ -20,10 +20,11 @@ struct LoadedModel {
 
 // Copies `source` tensors named "<prefix><parameter name>" into the model's parameters; throws
 // naming the file and the parameter when one is missing or has another shape.
-void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix, const std::string& file);
+void load_parameters(RNNModel& model, const NamedTensors& source, const std::string& prefix,
+                     const std::string& file);
 
-// The model checkpoint: tensors "model.<name>", strings "model.<flag>" (ModelConfig::to_map), "vocab"
-// (the words, one per line) plus `extra`. Atomic (see io/checkpoint.h).
+// The model checkpoint: tensors "model.<name>", strings "model.<flag>" (ModelConfig::to_map),
+// "vocab" (the words, one per line) plus `extra`. Atomic (see io/checkpoint.h).
 void save_model(const std::string& path, const RNNModel& model, const Vocab& vocab,
                 const std::map<std::string, std::string>& extra = {});
 LoadedModel load_model(const std::string& path);
@@ -36,6 +37,7 @@ LoadedModel model_from_checkpoint(const Checkpoint& checkpoint);
 // model's flags (and vocabulary) in __metadata__, so a PyTorch user can rebuild the same model.
 void export_safetensors(const std::string& path, const RNNModel& model, const Vocab& vocab);
 LoadedModel import_safetensors(const std::string& path);
-LoadedModel model_from_safetensors(const SafetensorsFile& file, const std::string& path);  // the same checks
+LoadedModel model_from_safetensors(const SafetensorsFile& file,
+                                   const std::string& path);  // the same checks
 
 }  // namespace mg

@@ -26,13 +26,14 @@ std::string optimizer_kind_name(OptimizerKind kind) {
   return kind == OptimizerKind::SGD ? "sgd" : kind == OptimizerKind::ASGD ? "asgd" : "adam";
 }
 
-Optimizer::Optimizer(OptimizerKind kind, std::vector<std::pair<std::string, Tensor>> params, float wdecay,
-                     float beta1, float beta2, float eps)
+Optimizer::Optimizer(OptimizerKind kind, std::vector<std::pair<std::string, Tensor>> params,
+                     float wdecay, float beta1, float beta2, float eps)
     : kind_(kind), wdecay_(wdecay), beta1_(beta1), beta2_(beta2), eps_(eps) {
   for (auto& [name, p] : params) {
     Slot s{name, p, {}, {}};
     if (kind == OptimizerKind::Adam)
-      s.buf_a = Tensor::zeros(p.shape(), p.device()), s.buf_b = Tensor::zeros(p.shape(), p.device());
+      s.buf_a = Tensor::zeros(p.shape(), p.device()),
+      s.buf_b = Tensor::zeros(p.shape(), p.device());
     if (kind == OptimizerKind::ASGD) s.buf_a = copy_contiguous(p);
     slots_.push_back(std::move(s));
   }
@@ -48,13 +49,14 @@ void Optimizer::step(float lr) {
   for (Slot& s : slots_) {
     const Tensor grad = s.param.grad();
     if (!grad.defined()) continue;
-    check_same_device("optimizer step on '" + s.name + "' (move the model before building the optimizer)",
-                      {s.param, grad, s.buf_a, s.buf_b});
+    check_same_device(
+        "optimizer step on '" + s.name + "' (move the model before building the optimizer)",
+        {s.param, grad, s.buf_a, s.buf_b});
     if (s.param.is_cuda()) {  // the same update as one kernel (cuda/optim.cu)
       cuda_optimizer_step(static_cast<CudaOptimizer>(kind_), s.param.data_ptr(), grad.data_ptr(),
                           s.buf_a.defined() ? s.buf_a.data_ptr() : nullptr,
-                          s.buf_b.defined() ? s.buf_b.data_ptr() : nullptr, s.param.numel(), lr, wdecay_, mu, beta1_,
-                          beta2_, eps_, bc1, bc2);
+                          s.buf_b.defined() ? s.buf_b.data_ptr() : nullptr, s.param.numel(), lr,
+                          wdecay_, mu, beta1_, beta2_, eps_, bc1, bc2);
       continue;
     }
     float* p = s.param.data();
@@ -65,7 +67,8 @@ void Optimizer::step(float lr) {
     parallel_for(n, 1 << 15, [&](int64_t i0, int64_t i1) {
       // One loop per rule, with every scalar a local (see tensor/kernels.h), so that each
       // vectorizes: this pass touches all 3.5M parameters of a small model at every step.
-      const float wd = wdecay_, rate = lr, avg_w = mu, b1 = beta1_, b2 = beta2_, eps = eps_, c1 = bc1, c2 = bc2;
+      const float wd = wdecay_, rate = lr, avg_w = mu, b1 = beta1_, b2 = beta2_, eps = eps_,
+                  c1 = bc1, c2 = bc2;
       float* pp = p;
       const float* gg = g;
       float* aa = a;
@@ -129,22 +132,25 @@ std::vector<std::pair<std::string, Tensor>> Optimizer::state() const {
   return out;
 }
 
-void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors, int64_t steps) {
+void Optimizer::load_state(const std::vector<std::pair<std::string, Tensor>>& tensors,
+                           int64_t steps) {
   auto find = [&](const std::string& name) -> const Tensor& {
     for (const auto& [n, t] : tensors)
       if (n == name) return t;
-    throw std::runtime_error("optimizer state: missing '" + name + "' (checkpoint from another optimizer?)");
+    throw std::runtime_error("optimizer state: missing '" + name +
+                             "' (checkpoint from another optimizer?)");
   };
   auto fill = [&](Tensor& dst, const std::string& name) {
     const Tensor& src = find(name);
     if (src.shape() != dst.shape())
-      throw std::runtime_error("optimizer state: '" + name + "' is " + shape_str(src.shape()) + ", expected " +
-                               shape_str(dst.shape()));
+      throw std::runtime_error("optimizer state: '" + name + "' is " + shape_str(src.shape()) +
+                               ", expected " + shape_str(dst.shape()));
     copy_into(dst, src);
   };
   for (Slot& s : slots_) {
     if (kind_ == OptimizerKind::ASGD) fill(s.buf_a, s.name + ".ax");
-    if (kind_ == OptimizerKind::Adam) fill(s.buf_a, s.name + ".exp_avg"), fill(s.buf_b, s.name + ".exp_avg_sq");
+    if (kind_ == OptimizerKind::Adam)
+      fill(s.buf_a, s.name + ".exp_avg"), fill(s.buf_b, s.name + ".exp_avg_sq");
   }
   steps_ = steps;
 }
@@ -158,9 +164,11 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
     std::vector<const float*> xs;
     std::vector<int64_t> ns;
     for (const Tensor& p : params)
-      if (p.grad().defined() && p.grad().is_cuda()) xs.push_back(p.grad().data_ptr()), ns.push_back(p.grad().numel());
+      if (p.grad().defined() && p.grad().is_cuda())
+        xs.push_back(p.grad().data_ptr()), ns.push_back(p.grad().numel());
     std::vector<double> totals(xs.size());
-    if (!xs.empty()) cuda_sum_squares(static_cast<int>(xs.size()), xs.data(), ns.data(), totals.data());
+    if (!xs.empty())
+      cuda_sum_squares(static_cast<int>(xs.size()), xs.data(), ns.data(), totals.data());
     for (double v : totals) total += v;
   }
   for (const Tensor& p : params) {
@@ -177,7 +185,8 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
         for (; i + 8 <= i1; i += 8)
           for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(d[i + l]) * d[i + l];
         for (; i < i1; ++i) lane[0] += static_cast<double>(d[i]) * d[i];
-        partial[static_cast<size_t>(blk)] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+        partial[static_cast<size_t>(blk)] = ((lane[0] + lane[1]) + (lane[2] + lane[3])) +
+                                            ((lane[4] + lane[5]) + (lane[6] + lane[7]));
       }
     });
     for (double v : partial) total += v;

@@ -64,7 +64,8 @@ void ProgressDisplay::interval(const IntervalMetrics& m) {
   }
   double eta = -1;
   if (m.batch > eta_batch_ && m.elapsed_s >= eta_elapsed_s_) {
-    const double per_batch = (m.elapsed_s - eta_elapsed_s_) / static_cast<double>(m.batch - eta_batch_);
+    const double per_batch =
+        (m.elapsed_s - eta_elapsed_s_) / static_cast<double>(m.batch - eta_batch_);
     eta = static_cast<double>(std::max<int64_t>(0, m.batches - m.batch)) * per_batch;
   }
   const double ppl = std::exp(m.loss);
@@ -74,8 +75,8 @@ void ProgressDisplay::interval(const IntervalMetrics& m) {
     std::fprintf(out_,
                  "| epoch %" PRId64 " | %" PRId64 "/%" PRId64 " batches | step %" PRId64
                  " | lr %.4g | %s tok/s | loss %.2f | ppl %.1f | grad norm %.2f | ETA %s\n",
-                 m.epoch, m.batch, m.batches, m.step, m.lr, thousands(m.tokens_per_s).c_str(), m.loss, ppl,
-                 m.grad_norm, format_eta(eta).c_str());
+                 m.epoch, m.batch, m.batches, m.step, m.lr, thousands(m.tokens_per_s).c_str(),
+                 m.loss, ppl, m.grad_norm, format_eta(eta).c_str());
     std::fflush(out_);
     return;
   }
@@ -87,7 +88,8 @@ void ProgressDisplay::interval(const IntervalMetrics& m) {
   std::string bar(static_cast<size_t>(filled), '=');
   if (filled < kBarCells) bar += '>';
   bar.resize(kBarCells, ' ');
-  std::string line = strf("epoch %" PRId64 " [%s] %3d%%  %" PRId64 "/%" PRId64 "  %s tok/s  loss %.2f  ppl %.1f  ETA %s",
+  std::string line = strf("epoch %" PRId64 " [%s] %3d%%  %" PRId64 "/%" PRId64
+                          "  %s tok/s  loss %.2f  ppl %.1f  ETA %s",
                           m.epoch, bar.c_str(), static_cast<int>(frac * 100), m.batch, m.batches,
                           thousands(m.tokens_per_s).c_str(), m.loss, ppl, format_eta(eta).c_str());
   const size_t width = line.size();
@@ -102,8 +104,9 @@ void ProgressDisplay::interval(const IntervalMetrics& m) {
 void ProgressDisplay::epoch(const EpochMetrics& m) {
   // The summary replaces the bar: its figures are the epoch's final ones.
   clear_bar(out_, bar_open_, bar_width_);
-  std::string line = strf("| end of epoch %" PRId64 " | time %.1fs | train ppl %.1f | valid loss %.2f | valid ppl %.1f",
-                          m.epoch, m.epoch_s, std::exp(m.train_loss), m.val_loss, std::exp(m.val_loss));
+  std::string line = strf(
+      "| end of epoch %" PRId64 " | time %.1fs | train ppl %.1f | valid loss %.2f | valid ppl %.1f",
+      m.epoch, m.epoch_s, std::exp(m.train_loss), m.val_loss, std::exp(m.val_loss));
   if (!m.optimizer.empty()) line += " | " + m.optimizer;
   if (m.best) line += " | saved best";
   // Rules above and below, as in the AWD-LSTM logs, so epoch ends stand out among interval lines.

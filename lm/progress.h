@@ -14,7 +14,8 @@ namespace mg {
 //   epoch 1 [=========>          ] 48%  663/1327  2,650 tok/s  loss 5.12  ppl 167.3  ETA 4m12s
 // Otherwise (a file or pipe, as in CI or nohup): one plain line per interval. Epoch summaries are
 // always full lines:
-//   | end of epoch 1 | time 350.2s | train ppl 200.3 | valid loss 4.90 | valid ppl 134.3 | sgd | saved best
+//   | end of epoch 1 | time 350.2s | train ppl 200.3 | valid loss 4.90 | valid ppl 134.3 | sgd |
+//   saved best
 class ProgressDisplay {
  public:
   // out: where to print (stdout normally); is_tty decides the style (use isatty(fileno(out))).
@@ -32,7 +33,7 @@ class ProgressDisplay {
   int64_t eta_epoch_ = -1;
   int64_t eta_batch_ = 0;
   double eta_elapsed_s_ = 0;
-  size_t bar_width_ = 0;      // characters of the last bar drawn, so a shorter one can blank them
+  size_t bar_width_ = 0;  // characters of the last bar drawn, so a shorter one can blank them
 };
 
 // A remaining time as the display shows it: "1h02m", "4m12s", "35s"; "--" when unknown (not finite

@@ -21,7 +21,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // The last layer's outputs for the first N targets of the split, in evaluation order (segment by
 // segment, row t·B + b of each): h [N,H] floats. Eval mode, so the dropouts are the identity and h
 // is exactly what the head sees when the model scores these targets.
-std::vector<float> collect_contexts(RNNModel& model, const Batched& data, int64_t bptt, int64_t N, int64_t* H) {
+std::vector<float> collect_contexts(RNNModel& model, const Batched& data, int64_t bptt, int64_t N,
+                                    int64_t* H) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -50,8 +51,9 @@ RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const Ra
   const Batched data = batchify(ids, o.batch_size);
   const int64_t available = eval_target_count(data);
   if (o.contexts > available)
-    throw std::invalid_argument("--contexts " + std::to_string(o.contexts) + ": the split has only " +
-                                std::to_string(available) + " targets at --batch_size " + std::to_string(o.batch_size));
+    throw std::invalid_argument("--contexts " + std::to_string(o.contexts) +
+                                ": the split has only " + std::to_string(available) +
+                                " targets at --batch_size " + std::to_string(o.batch_size));
   RankReport r;
   r.N = o.contexts > 0 ? o.contexts : available;
   const DoubleHead head(*model.head);
@@ -106,7 +108,8 @@ std::string rank_csv(const RankReport& r) {
     if (i >= s.sigma.size()) return std::string(",");
     return strf("%.17g,%.17g", s.sigma[i], s.sigma[0] > 0 ? s.sigma[i] / s.sigma[0] : 0.0);
   };
-  for (size_t i = 0; i < n; ++i) out += strf("%zu,", i + 1) + cell(r.model, i) + "," + cell(r.decoder, i) + "\n";
+  for (size_t i = 0; i < n; ++i)
+    out += strf("%zu,", i + 1) + cell(r.model, i) + "," + cell(r.decoder, i) + "\n";
   return out;
 }
 
@@ -115,21 +118,30 @@ std::string rank_plot_svg(const RankReport& r, const std::string& title) {
   plot.title = title;
   plot.x_label = "index i";
   plot.y_label = "σ_i / σ_max";
-  auto series = [](const Spectrum& s, const std::string& name, const std::string& label, const std::string& color) {
+  auto series = [](const Spectrum& s, const std::string& name, const std::string& label,
+                   const std::string& color) {
     PlotSeries p{name, label, color, false, {}};
     for (size_t i = 0; i < s.sigma.size(); ++i)
-      if (s.sigma[0] > 0 && s.sigma[i] > 0) p.points.push_back({static_cast<double>(i + 1), s.sigma[i] / s.sigma[0]});
+      if (s.sigma[0] > 0 && s.sigma[i] > 0)
+        p.points.push_back({static_cast<double>(i + 1), s.sigma[i] / s.sigma[0]});
     return p;
   };
-  plot.series.push_back(series(r.model, "log-probs", strf("log-prob matrix A [%lld,%lld]: rank %lld",
-                                                          static_cast<long long>(r.N), static_cast<long long>(r.V),
-                                                          static_cast<long long>(r.model.rank)), "#d62728"));
-  plot.series.push_back(series(r.decoder, "decoder", strf("decoder weight [%lld,%lld]: rank %lld",
-                                                          static_cast<long long>(r.V), static_cast<long long>(r.d),
-                                                          static_cast<long long>(r.decoder.rank)), "#1f77b4"));
+  plot.series.push_back(
+      series(r.model, "log-probs",
+             strf("log-prob matrix A [%lld,%lld]: rank %lld", static_cast<long long>(r.N),
+                  static_cast<long long>(r.V), static_cast<long long>(r.model.rank)),
+             "#d62728"));
+  plot.series.push_back(
+      series(r.decoder, "decoder",
+             strf("decoder weight [%lld,%lld]: rank %lld", static_cast<long long>(r.V),
+                  static_cast<long long>(r.d), static_cast<long long>(r.decoder.rank)),
+             "#1f77b4"));
   if (!r.model.sigma.empty() && r.model.sigma[0] > 0) {
     const double t = r.model.threshold / r.model.sigma[0];
-    plot.series.push_back({"threshold", "rank threshold σ_max·sqrt(max(N,V)·ε)", "#7f7f7f", false,
+    plot.series.push_back({"threshold",
+                           "rank threshold σ_max·sqrt(max(N,V)·ε)",
+                           "#7f7f7f",
+                           false,
                            {{0.0, t}, {static_cast<double>(r.model.sigma.size()), t}}});
   }
   return render_log_plot_svg(plot);

@@ -10,14 +10,15 @@ namespace mg {
 
 namespace {
 
-// Householder reduction of the symmetric matrix a [n,n] to tridiagonal form: diagonal d, subdiagonal
-// e (e[i] couples i-1 and i; e[0] unused). The eigenvalues-only form of the classic tred2 (Golub &
-// Van Loan §8.3.1) on the lower triangle: step i reflects row i's leading part u onto its last
-// entry, p = A u / h, q = p − (uᵀp / 2h) u, A ← A − u qᵀ − q uᵀ on the leading (i × i) block.
-// The work is two passes over that triangle per step, limited by memory bandwidth, so it runs on
-// one thread: a thread team's barrier per step costs more than it gains, badly so on a busy machine
-// (and one thread in a fixed order gives the same bits everywhere).
-void tridiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d, std::vector<double>& e) {
+// Householder reduction of the symmetric matrix a [n,n] to tridiagonal form: diagonal d,
+// subdiagonal e (e[i] couples i-1 and i; e[0] unused). The eigenvalues-only form of the classic
+// tred2 (Golub & Van Loan §8.3.1) on the lower triangle: step i reflects row i's leading part u
+// onto its last entry, p = A u / h, q = p − (uᵀp / 2h) u, A ← A − u qᵀ − q uᵀ on the leading (i ×
+// i) block. The work is two passes over that triangle per step, limited by memory bandwidth, so it
+// runs on one thread: a thread team's barrier per step costs more than it gains, badly so on a busy
+// machine (and one thread in a fixed order gives the same bits everywhere).
+void tridiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d,
+                    std::vector<double>& e) {
   // One pass over the triangle per step instead of two: step i's rank-2 update of a row is applied
   // just before step i−1's product p = A u reads that row (row i−1 itself is updated first, as it
   // gives step i−1's u). u, q: the pending update; nu, p: the reflector being built.
@@ -87,8 +88,8 @@ void tridiagonal_ql(std::vector<double>& d, std::vector<double>& e, int64_t n) {
       }
       if (m == l) break;
       if (++iterations > 60)
-        throw std::runtime_error("symmetric_eigenvalues: QL did not converge for eigenvalue " + std::to_string(l) +
-                                 " of " + std::to_string(n));
+        throw std::runtime_error("symmetric_eigenvalues: QL did not converge for eigenvalue " +
+                                 std::to_string(l) + " of " + std::to_string(n));
       double g = (d[l + 1] - d[l]) / (2.0 * e[l]);
       double r = std::hypot(g, 1.0);
       g = d[m] - d[l] + e[l] / (g + std::copysign(r, g));
@@ -138,8 +139,8 @@ std::vector<double> symmetric_eigenvalues(std::vector<double> a, int64_t n) {
 
 void gram_of_rows(const double* y, int64_t n, int64_t len, std::vector<double>& g) {
   if (static_cast<int64_t>(g.size()) != n * n)
-    throw std::invalid_argument("gram_of_rows: g has " + std::to_string(g.size()) + " values, expected " +
-                                std::to_string(n) + "^2");
+    throw std::invalid_argument("gram_of_rows: g has " + std::to_string(g.size()) +
+                                " values, expected " + std::to_string(n) + "^2");
   // Tiles of 4×4 entries on and below the diagonal: 16 dot products share their 8 row loads. The
   // tiles are split over threads; each entry is one thread's fixed-order sum (the simd lanes are
   // fixed by the compiled code), so the result does not depend on the thread count.
@@ -147,7 +148,9 @@ void gram_of_rows(const double* y, int64_t n, int64_t len, std::vector<double>& 
 #pragma omp parallel for schedule(dynamic, 1) if (n * n * len > (int64_t{1} << 22))
   for (int64_t ti = tiles - 1; ti >= 0; --ti) {  // the longest rows of tiles first
     for (int64_t tj = 0; tj <= ti; ++tj) {
-      auto row = [&](int64_t t, int64_t q) { return y + std::min(t * 4 + q, n - 1) * len; };  // ragged: repeat
+      auto row = [&](int64_t t, int64_t q) {
+        return y + std::min(t * 4 + q, n - 1) * len;
+      };  // ragged: repeat
       const double *a0 = row(ti, 0), *a1 = row(ti, 1), *a2 = row(ti, 2), *a3 = row(ti, 3);
       const double *b0 = row(tj, 0), *b1 = row(tj, 1), *b2 = row(tj, 2), *b3 = row(tj, 3);
       double s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
@@ -161,7 +164,8 @@ void gram_of_rows(const double* y, int64_t n, int64_t len, std::vector<double>& 
         s20 += x2 * z0, s21 += x2 * z1, s22 += x2 * z2, s23 += x2 * z3;
         s30 += x3 * z0, s31 += x3 * z1, s32 += x3 * z2, s33 += x3 * z3;
       }
-      const double s[4][4] = {{s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
+      const double s[4][4] = {
+          {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
       for (int64_t q = 0; q < 4; ++q)
         for (int64_t w = 0; w < 4; ++w) {
           const int64_t i = ti * 4 + q, j = tj * 4 + w;
@@ -184,7 +188,8 @@ void gram_accumulate(const double* x, int64_t rows, int64_t cols, std::vector<do
 Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, int64_t V) {
   Spectrum s;
   std::sort(lambda.begin(), lambda.end(), std::greater<double>());
-  for (double l : lambda) s.sigma.push_back(std::sqrt(std::max(l, 0.0)));  // rounding can make λ ≈ 0 negative
+  for (double l : lambda)
+    s.sigma.push_back(std::sqrt(std::max(l, 0.0)));  // rounding can make λ ≈ 0 negative
   if (s.sigma.empty()) return s;
   // λ > λ_max·max(N,V)·ε, the threshold the Gram's accuracy supports (see the header).
   s.threshold = s.sigma[0] * std::sqrt(static_cast<double>(std::max(N, V)) * DBL_EPSILON);
@@ -194,8 +199,8 @@ Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, i
 
 Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V) {
   if (static_cast<int64_t>(a.size()) != N * V)
-    throw std::invalid_argument("singular_values: matrix has " + std::to_string(a.size()) + " values, expected " +
-                                std::to_string(N) + "x" + std::to_string(V));
+    throw std::invalid_argument("singular_values: matrix has " + std::to_string(a.size()) +
+                                " values, expected " + std::to_string(N) + "x" + std::to_string(V));
   std::vector<double> g;
   int64_t n;
   if (V <= N) {  // Aᵀ A [V,V]

@@ -1,6 +1,7 @@
 // Singular values and numerical rank of a log-probability matrix A [N,V] in double precision: the
 // instrument behind `mosgrad rank` and `mosgrad bottleneck-demo` (the softmax bottleneck, Yang et
-// al. 2017: a softmax head's A = H Wᵀ + b 1ᵀ − lse 1ᵀ... has rank ≤ d+2, a mixture of softmaxes not).
+// al. 2017: a softmax head's A = H Wᵀ + b 1ᵀ − lse 1ᵀ... has rank ≤ d+2, a mixture of softmaxes
+// not).
 //
 // How: the Gram matrix of A's smaller side (A Aᵀ [N,N] when N ≤ V, else Aᵀ A [V,V], accumulated a
 // block of rows at a time so A never has to be held whole), its eigenvalues λ by Householder
@@ -27,7 +28,8 @@ std::vector<double> symmetric_eigenvalues(std::vector<double> a, int64_t n);
 // g [n,n] += y yᵀ for y [n,len] row-major (both triangles written). Each entry is summed by one
 // thread in a fixed order, so the result is identical for any thread count.
 void gram_of_rows(const double* y, int64_t n, int64_t len, std::vector<double>& g);
-// g [cols,cols] += xᵀ x for x [rows,cols] row-major: the V-side Gram, a block of contexts at a time.
+// g [cols,cols] += xᵀ x for x [rows,cols] row-major: the V-side Gram, a block of contexts at a
+// time.
 void gram_accumulate(const double* x, int64_t rows, int64_t cols, std::vector<double>& g);
 
 struct Spectrum {

@@ -1,6 +1,7 @@
 // The training loop, top to bottom: data -> model -> for each epoch, for each variable-length BPTT
 // segment: forward, loss + AR + TAR, backward, clip, step -> validate -> NT-ASGD switch -> save.
-// Follows AWD-LSTM's main.py (Merity et al. 2017) and MoS's main.py / finetune.py (Yang et al. 2017).
+// Follows AWD-LSTM's main.py (Merity et al. 2017) and MoS's main.py / finetune.py (Yang et al.
+// 2017).
 #include "lm/train.h"
 
 #include <algorithm>
@@ -36,54 +37,66 @@ std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens
 
 // A loss far above guessing uniformly (ln V nats per word) means training has diverged, even while
 // it is still finite ("ppl inf"): such weights must neither train on nor be kept as the best model.
-double diverged_loss(int64_t V) { return std::max(20.0, 4.0 * std::log(static_cast<double>(V))); }
+double diverged_loss(int64_t V) {
+  return std::max(20.0, 4.0 * std::log(static_cast<double>(V)));
+}
 
-std::string diverged_message(const std::string& what, double value, int64_t step, int64_t V, const std::string& state_path) {
+std::string diverged_message(const std::string& what, double value, int64_t step, int64_t V,
+                             const std::string& state_path) {
   const bool norm = what == "gradient norm";  // checked before the update; a loss after it
-  return "training diverged: the " + what + " is " + std::to_string(value) + (norm ? "" : " nats per word") +
-         " at step " + std::to_string(step) +
+  return "training diverged: the " + what + " is " + std::to_string(value) +
+         (norm ? "" : " nats per word") + " at step " + std::to_string(step) +
          (norm ? "; the weights were not updated"
-               : " (guessing uniformly scores ln V = " + std::to_string(std::log(static_cast<double>(V))) + ")") +
-         "; nothing was saved, and " + state_path + " (if any) holds the last good state (lower --lr" +
-         (norm ? " or --clip?)" : "?)");
+               : " (guessing uniformly scores ln V = " +
+                     std::to_string(std::log(static_cast<double>(V))) + ")") +
+         "; nothing was saved, and " + state_path +
+         " (if any) holds the last good state (lower --lr" + (norm ? " or --clip?)" : "?)");
 }
 
 // Never replace a user's run with a worse or half-made one: without --resume a directory that holds
 // a run is refused; with it, there must be something to resume. And both splits must have targets
 // (a validation with none would score ppl 1 and be "best" forever).
-void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path, const Corpus& corpus,
-                      const Batched& train_data, const Batched& val_data) {
+void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
+                      const Corpus& corpus, const Batched& train_data, const Batched& val_data) {
   if (cfg.resume && !std::filesystem::exists(state_path))
     throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
-                                (finetune ? " (start finetuning without --resume)" : " (start a new run without --resume)"));
+                                (finetune ? " (start finetuning without --resume)"
+                                          : " (start a new run without --resume)"));
   if (!cfg.resume && !finetune && std::filesystem::exists(state_path))
     throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + state_path +
                                 "): continue it with --resume, or choose another --save");
-  if (!cfg.resume && !finetune && std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before
-    throw std::invalid_argument("--save " + cfg.save + " already holds a model (" + cfg.save + "/best.ckpt) but no " +
-                                state_path + " to resume: choose another --save, or move that best.ckpt away to start over");
+  if (!cfg.resume && !finetune &&
+      std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before
+    throw std::invalid_argument(
+        "--save " + cfg.save + " already holds a model (" + cfg.save + "/best.ckpt) but no " +
+        state_path +
+        " to resume: choose another --save, or move that best.ckpt away to start over");
   if (val_data.rows < 2)
-    throw std::invalid_argument("the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
-                                std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
-                                " tokens); it needs at least 2 tokens per column");
+    throw std::invalid_argument(
+        "the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
+        std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
+        " tokens); it needs at least 2 tokens per column");
   if (train_data.rows < 2)
-    throw std::invalid_argument("the training split of " + corpus.dir + " is too short for --batch_size " +
-                                std::to_string(cfg.batch_size));
+    throw std::invalid_argument("the training split of " + corpus.dir +
+                                " is too short for --batch_size " + std::to_string(cfg.batch_size));
 }
 
 // Validation of the weights reached (ASGD's averaged ones), kept as best_path when they beat
 // st.best_val. Returns the loss and whether it improved.
-std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt,
-                                               TrainState& st, const std::string& best_path, const Vocab& vocab,
-                                               const std::string& state_path) {
+std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
+                                               const Batched& val_data, int64_t bptt,
+                                               TrainState& st, const std::string& best_path,
+                                               const Vocab& vocab, const std::string& state_path) {
   opt.swap_in_average();
   const double val_loss = evaluate(model, val_data, bptt).loss;
   if (!(val_loss <= diverged_loss(vocab.size())))
-    throw std::runtime_error(diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
+    throw std::runtime_error(
+        diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
   const bool improved = val_loss < st.best_val;
   if (improved) {
     st.best_val = val_loss;
-    save_model(best_path, model, vocab, {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
+    save_model(best_path, model, vocab,
+               {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
   }
   opt.swap_out_average();
   return {val_loss, improved};
@@ -95,7 +108,8 @@ using Clock = std::chrono::steady_clock;
 struct RunFiles {
   std::string state, best, metrics, curves;
   RunFiles(const TrainConfig& cfg, bool finetune)
-      : state(cfg.save + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt")), best(cfg.save + "/best.ckpt"),
+      : state(cfg.save + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt")),
+        best(cfg.save + "/best.ckpt"),
         metrics(cfg.save + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl")),
         curves(cfg.save + (finetune ? "/finetune_curves.svg" : "/curves.svg")) {}
 };
@@ -106,12 +120,17 @@ struct IntervalSums {
   int64_t steps = 0, tokens = 0;
   Clock::time_point start = Clock::now();
 
-  void add(double nll, double grad_norm, int64_t n) { loss += nll, norm += grad_norm, ++steps, tokens += n; }
-  IntervalMetrics take(const TrainState& st, const TrainConfig& cfg, int64_t rows, double elapsed_s) {
+  void add(double nll, double grad_norm, int64_t n) {
+    loss += nll, norm += grad_norm, ++steps, tokens += n;
+  }
+  IntervalMetrics take(const TrainState& st, const TrainConfig& cfg, int64_t rows,
+                       double elapsed_s) {
     const double secs = std::chrono::duration<double>(Clock::now() - start).count();
     IntervalMetrics m;
-    m.epoch = st.epoch, m.step = st.step, m.batch = st.batch_pos / cfg.bptt, m.batches = (rows - 1) / cfg.bptt;
-    m.tokens = st.tokens, m.loss = loss / steps, m.lr = cfg.lr, m.tokens_per_s = tokens / std::max(secs, 1e-9);
+    m.epoch = st.epoch, m.step = st.step, m.batch = st.batch_pos / cfg.bptt,
+    m.batches = (rows - 1) / cfg.bptt;
+    m.tokens = st.tokens, m.loss = loss / steps, m.lr = cfg.lr,
+    m.tokens_per_s = tokens / std::max(secs, 1e-9);
     m.elapsed_s = elapsed_s, m.grad_norm = norm / steps;
     *this = IntervalSums();
     return m;
@@ -120,7 +139,8 @@ struct IntervalSums {
 
 EpochMetrics epoch_record(const TrainState& st, double val_loss, bool improved, double elapsed_s) {
   EpochMetrics em;
-  em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens, em.val_loss = val_loss, em.elapsed_s = elapsed_s;
+  em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens, em.val_loss = val_loss,
+  em.elapsed_s = elapsed_s;
   em.train_loss = st.epoch_loss_count ? st.epoch_loss_sum / st.epoch_loss_count : 0;
   em.optimizer = optimizer_kind_name(st.optimizer), em.best = improved;
   return em;
@@ -129,7 +149,8 @@ EpochMetrics epoch_record(const TrainState& st, double val_loss, bool improved, 
 // Why training should stop cleanly now ("" when it should go on).
 std::string stop_reason(const TrainConfig& cfg, const TrainState& st, double elapsed_s) {
   if (training_stop_requested()) return "interrupted (Ctrl-C, SIGTERM or SIGHUP)";
-  if (cfg.max_steps > 0 && st.step >= cfg.max_steps) return "reached --max-steps " + std::to_string(cfg.max_steps);
+  if (cfg.max_steps > 0 && st.step >= cfg.max_steps)
+    return "reached --max-steps " + std::to_string(cfg.max_steps);
   if (cfg.max_minutes > 0 && elapsed_s >= cfg.max_minutes * 60) return "reached --max-minutes";
   return "";
 }
@@ -137,8 +158,9 @@ std::string stop_reason(const TrainConfig& cfg, const TrainState& st, double ela
 // The optimizer and state the run starts from: fresh; the best model with ASGD from the first step
 // (finetuning, which must then beat that model's validation); or everything from the checkpoint.
 void start_state(const TrainConfig& cfg, const Corpus& corpus, bool finetune, const RunFiles& files,
-                 const Batched& val_data, RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st,
-                 Hidden& hidden, Generator& bptt_gen, const std::function<void(const std::string&)>& say) {
+                 const Batched& val_data, RNNModel& model, std::unique_ptr<Optimizer>& opt,
+                 TrainState& st, Hidden& hidden, Generator& bptt_gen,
+                 const std::function<void(const std::string&)>& say) {
   if (finetune) {
     load_parameters(model, load_checkpoint(files.best).tensors, "model.", files.best);
     st.optimizer = OptimizerKind::ASGD;
@@ -148,10 +170,12 @@ void start_state(const TrainConfig& cfg, const Corpus& corpus, bool finetune, co
   opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
   if (cfg.resume) {
     restore_state(files.state, cfg, corpus, model, opt, st, hidden, bptt_gen);
-    say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " + std::to_string(st.step));
+    say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
+        std::to_string(st.step));
   } else if (finetune) {
     st.best_val = evaluate(model, val_data, cfg.bptt).loss;
-    say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) + ")");
+    say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
+        ")");
   }
   say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
       (cfg.device == Device::CUDA ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
@@ -160,14 +184,17 @@ void start_state(const TrainConfig& cfg, const Corpus& corpus, bool finetune, co
 
 // NT-ASGD (AWD-LSTM §3): switch SGD -> ASGD once validation is worse than the best of all epochs
 // but the last `nonmono`. When finetuning the same test ends the run: returns true then.
-bool nt_asgd(const TrainConfig& cfg, bool finetune, double val_loss, TrainState& st, RNNModel& model,
-             std::unique_ptr<Optimizer>& opt, const std::function<void(const std::string&)>& say) {
+bool nt_asgd(const TrainConfig& cfg, bool finetune, double val_loss, TrainState& st,
+             RNNModel& model, std::unique_ptr<Optimizer>& opt,
+             const std::function<void(const std::string&)>& say) {
   const size_t k = static_cast<size_t>(cfg.nonmono);
   const bool non_monotone =
-      st.val_history.size() > k && val_loss > *std::min_element(st.val_history.begin(), st.val_history.end() - k);
+      st.val_history.size() > k &&
+      val_loss > *std::min_element(st.val_history.begin(), st.val_history.end() - k);
   st.val_history.push_back(val_loss);
   if (non_monotone && st.optimizer == OptimizerKind::SGD) {
-    say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) + " epochs)");
+    say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) +
+        " epochs)");
     st.optimizer = OptimizerKind::ASGD;
     opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
     return false;
@@ -178,14 +205,17 @@ bool nt_asgd(const TrainConfig& cfg, bool finetune, double val_loss, TrainState&
 
 // A budget stop scores the weights reached ("validation perplexity after 15 minutes"), keeps them
 // when best, and records that validation, so a short run's metrics file is not empty.
-double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt, TrainState& st,
-                        const RunFiles& files, const Vocab& vocab, MetricsWriter& metrics, double elapsed_s,
+double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt,
+                        TrainState& st, const RunFiles& files, const Vocab& vocab,
+                        MetricsWriter& metrics, double elapsed_s,
                         const std::function<void(const std::string&)>& say) {
-  const auto [val_loss, improved] = validate_and_keep_best(model, opt, val_data, bptt, st, files.best, vocab, files.state);
+  const auto [val_loss, improved] =
+      validate_and_keep_best(model, opt, val_data, bptt, st, files.best, vocab, files.state);
   EpochMetrics em = epoch_record(st, val_loss, improved, elapsed_s);
   em.at_stop = true;
   metrics.write(em);
-  say("validation at the stop: loss " + std::to_string(val_loss) + ", ppl " + std::to_string(std::exp(val_loss)));
+  say("validation at the stop: loss " + std::to_string(val_loss) + ", ppl " +
+      std::to_string(std::exp(val_loss)));
   return val_loss;
 }
 
@@ -193,11 +223,13 @@ double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data
 double test_best_model(const TrainConfig& cfg, const Corpus& corpus, const std::string& best_path,
                        const std::function<void(const std::string&)>& say) {
   LoadedModel best = load_model(best_path);
-  best.model->config.fused_lstm = cfg.model.fused_lstm, best.model->config.fused_head = cfg.model.fused_head;
+  best.model->config.fused_lstm = cfg.model.fused_lstm,
+  best.model->config.fused_head = cfg.model.fused_head;
   best.model->to(cfg.device);
-  const EvalResult test = evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
-  say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) + " (" +
-      std::to_string(test.targets) + " targets)");
+  const EvalResult test =
+      evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
+  say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) +
+      " (" + std::to_string(test.targets) + " targets)");
   return test.loss;
 }
 
@@ -208,28 +240,44 @@ Tensor regularised_loss(const ModelOutput& out, float alpha, float beta) {
   if (alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), alpha));
   const Tensor& raw = out.raw_outputs.back();  // [T,B,H]
   const int64_t T = raw.size(0);
-  if (beta != 0 && T > 1) loss = add(loss, mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), beta));
+  if (beta != 0 && T > 1)
+    loss = add(
+        loss,
+        mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), beta));
   return loss;
 }
 
-void request_training_stop() { g_stop = 1; }
-bool training_stop_requested() { return g_stop != 0; }
-void clear_training_stop() { g_stop = 0; }
+void request_training_stop() {
+  g_stop = 1;
+}
+bool training_stop_requested() {
+  return g_stop != 0;
+}
+void clear_training_stop() {
+  g_stop = 0;
+}
 
-TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks, bool finetune) {
+TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks,
+                     bool finetune) {
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   const RunFiles files(cfg, finetune);
-  const auto say = [&](const std::string& line) { if (hooks.display) hooks.display->message(line); };
+  const auto say = [&](const std::string& line) {
+    if (hooks.display) hooks.display->message(line);
+  };
 
-  // ---- data: B columns for training, eval_batch_size for validation; the run directory, locked ----
+  // ---- data: B columns for training, eval_batch_size for validation; the run directory, locked
+  // ----
   const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
-  const Batched val_data = batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
+  const Batched val_data =
+      batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
   const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));  // --gemm, for this run only
   std::filesystem::create_directories(cfg.save);
-  const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") + " --save " + cfg.save);
+  const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
+                                   " --save " + cfg.save);
 
-  // ---- model (initialised on the CPU, the same weights on either device, then moved), optimizer ----
+  // ---- model (initialised on the CPU, the same weights on either device, then moved), optimizer
+  // ----
   ModelConfig model_cfg = cfg.model;
   model_cfg.ntoken = corpus.vocab.size();
   if (cfg.device == Device::CUDA) require_cuda(), cuda_set_tf32(cfg.tf32);
@@ -241,12 +289,15 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   Hidden hidden = model.init_hidden(cfg.batch_size);
   start_state(cfg, corpus, finetune, files, val_data, model, opt, st, hidden, bptt_gen, say);
 
-  if (cfg.resume) drop_records_after(files.metrics, st.step);  // records written after the checkpoint
+  if (cfg.resume)
+    drop_records_after(files.metrics, st.step);  // records written after the checkpoint
   MetricsWriter metrics(files.metrics);
   TrainResult result;
   const auto run_start = Clock::now();
   const double elapsed_before = st.elapsed_s;
-  auto elapsed = [&]() { return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count(); };
+  auto elapsed = [&]() {
+    return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count();
+  };
   const std::vector<Tensor> params = model.parameters();
 
   for (; st.epoch <= cfg.epochs; ++st.epoch) {
@@ -258,17 +309,21 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     while (st.batch_pos < train_data.rows - 1) {
       // Variable-length BPTT; the learning rate follows the length drawn, as in AWD-LSTM's main.py
       // (which scales before get_batch cuts the epoch's last segment short).
-      const int64_t seq_len = cfg.variable_bptt ? bptt_length(cfg.bptt, bptt_gen, cfg.max_seq_len_delta) : cfg.bptt;
+      const int64_t seq_len =
+          cfg.variable_bptt ? bptt_length(cfg.bptt, bptt_gen, cfg.max_seq_len_delta) : cfg.bptt;
       const Batch batch = get_batch(train_data, st.batch_pos, seq_len);
       const float lr = cfg.lr * static_cast<float>(seq_len) / static_cast<float>(cfg.bptt);
 
       // Truncated BPTT: gradients stop at the state carried in from the previous segment.
       hidden = detach_hidden(hidden);
-      ModelOutput out = model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
+      ModelOutput out =
+          model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
       regularised_loss(out, cfg.alpha, cfg.beta).backward();
       const double norm = clip_grad_norm(params, cfg.clip);
-      if (!std::isfinite(norm))  // the update would make the weights NaN: stop while they are still good
-        throw std::runtime_error(diverged_message("gradient norm", norm, st.step + 1, model_cfg.ntoken, files.state));
+      if (!std::isfinite(
+              norm))  // the update would make the weights NaN: stop while they are still good
+        throw std::runtime_error(
+            diverged_message("gradient norm", norm, st.step + 1, model_cfg.ntoken, files.state));
       opt->step(lr);
       opt->zero_grad();
       hidden = out.hidden;
@@ -280,7 +335,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       interval.add(nll, norm, n);
       if (hooks.on_step) hooks.on_step(st.step, nll);
       if (!(nll <= diverged_loss(model_cfg.ntoken)))
-        throw std::runtime_error(diverged_message("training loss", nll, st.step, model_cfg.ntoken, files.state));
+        throw std::runtime_error(
+            diverged_message("training loss", nll, st.step, model_cfg.ntoken, files.state));
       if (st.step % cfg.log_interval == 0 || st.batch_pos >= train_data.rows - 1) {
         const IntervalMetrics m = interval.take(st, cfg, train_data.rows, elapsed());
         metrics.write(m);
@@ -294,17 +350,18 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
       result.stopped = true, result.stop_reason = reason;
       if (!training_stop_requested())
-        result.final_val_loss = validate_at_stop(model, *opt, val_data, cfg.bptt, st, files, corpus.vocab, metrics,
-                                                 elapsed(), say);
+        result.final_val_loss = validate_at_stop(model, *opt, val_data, cfg.bptt, st, files,
+                                                 corpus.vocab, metrics, elapsed(), say);
       result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
       if (hooks.display) hooks.display->finish();
-      say("stopped: " + reason + "; checkpoint saved to " + files.state + " (continue with --resume)");
+      say("stopped: " + reason + "; checkpoint saved to " + files.state +
+          " (continue with --resume)");
       return result;
     }
 
     // ---- end of epoch: validate (ASGD evaluates its averaged weights), keep the best model ----
-    const auto [val_loss, improved] =
-        validate_and_keep_best(model, *opt, val_data, cfg.bptt, st, files.best, corpus.vocab, files.state);
+    const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st,
+                                                             files.best, corpus.vocab, files.state);
     EpochMetrics em = epoch_record(st, val_loss, improved, elapsed());
     em.epoch_s = std::chrono::duration<double>(Clock::now() - epoch_start).count();
     metrics.write(em);
@@ -315,10 +372,12 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0, st.elapsed_s = elapsed();
     TrainState next = st;
     ++next.epoch;
-    save_state(files.state, cfg, model, *opt, next, model.init_hidden(cfg.batch_size), bptt_gen, corpus.vocab);
+    save_state(files.state, cfg, model, *opt, next, model.init_hidden(cfg.batch_size), bptt_gen,
+               corpus.vocab);
     try {
       plot_learning_curves(files.metrics, files.curves,
-                           (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""));
+                           (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) +
+                               (finetune ? " (finetune)" : ""));
     } catch (const std::exception& e) {
       say(std::string("warning: could not draw the learning curves: ") + e.what());
     }
@@ -327,7 +386,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   }
 
   result.steps = st.step, result.best_val_loss = st.best_val;
-  if (cfg.test_at_end && std::filesystem::exists(files.best)) result.test_loss = test_best_model(cfg, corpus, files.best, say);
+  if (cfg.test_at_end && std::filesystem::exists(files.best))
+    result.test_loss = test_best_model(cfg, corpus, files.best, say);
   return result;
 }
 

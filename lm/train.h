@@ -25,15 +25,15 @@ struct TrainResult {
 };
 
 struct TrainHooks {
-  ProgressDisplay* display = nullptr;                        // null: print nothing
-  std::function<void(int64_t step, double loss)> on_step;    // each step's NLL (tests of resume)
+  ProgressDisplay* display = nullptr;                      // null: print nothing
+  std::function<void(int64_t step, double loss)> on_step;  // each step's NLL (tests of resume)
 };
 
 // Trains (finetune = false) or finetunes (the MoS paper's second stage: restart from
 // <save>/best.ckpt with ASGD and stop when validation stops improving) on corpus. Writes into
-// cfg.save: checkpoint.ckpt (or finetune.ckpt) — the full training state for --resume, saved at every
-// epoch end and when stopped; best.ckpt — the model with the best validation loss; metrics.jsonl and
-// curves.svg (finetune_metrics.jsonl and finetune_curves.svg when finetuning).
+// cfg.save: checkpoint.ckpt (or finetune.ckpt) — the full training state for --resume, saved at
+// every epoch end and when stopped; best.ckpt — the model with the best validation loss;
+// metrics.jsonl and curves.svg (finetune_metrics.jsonl and finetune_curves.svg when finetuning).
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks = {},
                      bool finetune = false);
 

@@ -7,7 +7,6 @@
 
 namespace mg {
 
-
 std::map<std::string, std::string> TrainConfig::to_map() const {
   // Every flag of the table, read back through its row: the checkpoint's record of the run (the
   // model's under "model.<flag>", as ModelConfig::to_map writes them), so a new flag is recorded
@@ -25,18 +24,25 @@ GemmPath gemm_path_for(const std::string& gemm, Device device) {
     throw std::invalid_argument("--gemm expects one of fast|reference, got '" + gemm + "'");
   if (gemm == "fast") return GemmPath::kFast;
   if (device == Device::CUDA)
-    throw std::invalid_argument("--gemm reference runs on the CPU only: with --device cuda every GEMM is cuBLAS's "
-                                "(use --device cpu to run or step through the reference GEMM)");
+    throw std::invalid_argument(
+        "--gemm reference runs on the CPU only: with --device cuda every GEMM is cuBLAS's "
+        "(use --device cpu to run or step through the reference GEMM)");
   return GemmPath::kReference;
 }
 
 FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm) {
-  const std::string section = "reference paths (same numbers to rounding, slower, easier to read and step through)";
+  const std::string section =
+      "reference paths (same numbers to rounding, slower, easier to read and step through)";
   return {
-      bool_flag("fused_lstm", section, "the fused LSTM (default) or the step-by-step reference built from ops", fused_lstm),
-      bool_flag("fused_head", section, "the fused head loss (default) or the plain nll_loss(log_prob(h))", fused_head),
-      choice_flag("gemm", section, "the packed GEMM (fast, default) or the textbook triple loop (reference, CPU only)",
-                  gemm, {"fast", "reference"}),
+      bool_flag("fused_lstm", section,
+                "the fused LSTM (default) or the step-by-step reference built from ops",
+                fused_lstm),
+      bool_flag("fused_head", section,
+                "the fused head loss (default) or the plain nll_loss(log_prob(h))", fused_head),
+      choice_flag(
+          "gemm", section,
+          "the packed GEMM (fast, default) or the textbook triple loop (reference, CPU only)", gemm,
+          {"fast", "reference"}),
   };
 }
 
@@ -53,49 +59,85 @@ FlagTable TrainConfig::flag_table() {
     return Flag{name, value, help, section, std::move(set), std::move(get)};
   };
   FlagTable table = {
-      custom("preset", "NAME", run, "start from a preset (default small-mos; see `mosgrad presets`)",
-             [this](const std::string& v) {
-               const auto names = preset_names();
-               if (std::find(names.begin(), names.end(), v) == names.end()) preset_config(v);  // throws, listing them
-               preset = v;
-             },
-             [this] { return preset; }),
-      text_flag("data", "DIR", run, "corpus directory (ptb.*.txt or wiki.*.tokens); else $MOSGRAD_DATA, else data/ptb", data),
-      text_flag("save", "DIR", run, "run directory (default runs/<preset>): checkpoint.ckpt, best.ckpt, metrics.jsonl, curves.svg", save),
-      custom("resume", "", run, "continue from <save>/checkpoint.ckpt exactly where it stopped",
-             [this](const std::string& v) { bool b = false; bool_flag("resume", "", "", b).set(v); resume = b; },
-             [this] { return std::string(resume ? "1" : "0"); }),
-      int_flag("epochs", run, "stop cleanly (a checkpoint is saved) after this many epochs", epochs, 1, kMaxCount),
-      double_flag("max_minutes", run, "... or after this many minutes (0: no limit)", max_minutes, 0, 1e9),
-      int_flag("max_steps", run, "... or after this many optimizer steps (0: no limit)", max_steps, 0, kMaxCount),
-      custom("threads", "N", run, "OpenMP threads (0: all cores)",
-             [this](const std::string& v) { int64_t n = 0; int_flag("threads", "", "", n, 0, 4096).set(v); threads = static_cast<int>(n); },
-             [this] { return std::to_string(threads); }),
-      custom("device", "cpu|cuda", run, "where to train (cuda needs a `make CUDA=1` build and a GPU)",
-             [this](const std::string& v) {
-               if (v != "cpu" && v != "cuda") throw std::invalid_argument("--device expects cpu or cuda, got '" + v + "'");
-               device = parse_device(v);
-             },
-             [this] { return std::string(device == Device::CUDA ? "cuda" : "cpu"); }),
-      bool_flag("tf32", run, "let cuBLAS use TF32 tensor cores on the GPU (faster, ~1e-3 relative GEMMs)", tf32),
-      int_flag("log_interval", run, "steps between progress lines / metrics records", log_interval, 1, kMaxCount),
-      int_flag("max_train_tokens", run, "train on the first N tokens only (0: all)", max_train_tokens, 0, kMaxCount),
-      int_flag("max_eval_tokens", run, "validate on the first N tokens only (0: all)", max_eval_tokens, 0, kMaxCount),
-      bool_flag("test_at_end", run, "evaluate the best model on test (batch size 1) at the end", test_at_end),
+      custom(
+          "preset", "NAME", run, "start from a preset (default small-mos; see `mosgrad presets`)",
+          [this](const std::string& v) {
+            const auto names = preset_names();
+            if (std::find(names.begin(), names.end(), v) == names.end())
+              preset_config(v);  // throws, listing them
+            preset = v;
+          },
+          [this] { return preset; }),
+      text_flag("data", "DIR", run,
+                "corpus directory (ptb.*.txt or wiki.*.tokens); else $MOSGRAD_DATA, else data/ptb",
+                data),
+      text_flag("save", "DIR", run,
+                "run directory (default runs/<preset>): checkpoint.ckpt, best.ckpt, metrics.jsonl, "
+                "curves.svg",
+                save),
+      custom(
+          "resume", "", run, "continue from <save>/checkpoint.ckpt exactly where it stopped",
+          [this](const std::string& v) {
+            bool b = false;
+            bool_flag("resume", "", "", b).set(v);
+            resume = b;
+          },
+          [this] { return std::string(resume ? "1" : "0"); }),
+      int_flag("epochs", run, "stop cleanly (a checkpoint is saved) after this many epochs", epochs,
+               1, kMaxCount),
+      double_flag("max_minutes", run, "... or after this many minutes (0: no limit)", max_minutes,
+                  0, 1e9),
+      int_flag("max_steps", run, "... or after this many optimizer steps (0: no limit)", max_steps,
+               0, kMaxCount),
+      custom(
+          "threads", "N", run, "OpenMP threads (0: all cores)",
+          [this](const std::string& v) {
+            int64_t n = 0;
+            int_flag("threads", "", "", n, 0, 4096).set(v);
+            threads = static_cast<int>(n);
+          },
+          [this] { return std::to_string(threads); }),
+      custom(
+          "device", "cpu|cuda", run, "where to train (cuda needs a `make CUDA=1` build and a GPU)",
+          [this](const std::string& v) {
+            if (v != "cpu" && v != "cuda")
+              throw std::invalid_argument("--device expects cpu or cuda, got '" + v + "'");
+            device = parse_device(v);
+          },
+          [this] { return std::string(device == Device::CUDA ? "cuda" : "cpu"); }),
+      bool_flag("tf32", run,
+                "let cuBLAS use TF32 tensor cores on the GPU (faster, ~1e-3 relative GEMMs)", tf32),
+      int_flag("log_interval", run, "steps between progress lines / metrics records", log_interval,
+               1, kMaxCount),
+      int_flag("max_train_tokens", run, "train on the first N tokens only (0: all)",
+               max_train_tokens, 0, kMaxCount),
+      int_flag("max_eval_tokens", run, "validate on the first N tokens only (0: all)",
+               max_eval_tokens, 0, kMaxCount),
+      bool_flag("test_at_end", run, "evaluate the best model on test (batch size 1) at the end",
+                test_at_end),
       int_flag("emsize", model_s, "embedding size E", model.emsize, 1, kMaxSize),
-      int_flag("nhid", model_s, "hidden size of the LSTM layers but the last", model.nhid, 1, kMaxSize),
-      int_flag("nhidlast", model_s, "hidden size of the last LSTM layer (mixture heads)", model.nhidlast, 1, kMaxSize),
+      int_flag("nhid", model_s, "hidden size of the LSTM layers but the last", model.nhid, 1,
+               kMaxSize),
+      int_flag("nhidlast", model_s, "hidden size of the last LSTM layer (mixture heads)",
+               model.nhidlast, 1, kMaxSize),
       int_flag("nlayers", model_s, "LSTM layers", model.nlayers, 1, 64),
-      int_flag("n_experts", model_s, "mixture components K (mos, mosig, moc)", model.n_experts, 1, 4096),
-      custom("head", "softmax|mos|sigsoftmax|mosig|moc", model_s, "output head",
-             [this](const std::string& v) { model.head = parse_head_kind(v); },
-             [this] { return head_kind_name(model.head); }),
+      int_flag("n_experts", model_s, "mixture components K (mos, mosig, moc)", model.n_experts, 1,
+               4096),
+      custom(
+          "head", "softmax|mos|sigsoftmax|mosig|moc", model_s, "output head",
+          [this](const std::string& v) { model.head = parse_head_kind(v); },
+          [this] { return head_kind_name(model.head); }),
       bool_flag("tied", model_s, "tie the decoder to the encoder's weight", model.tied),
-      float_flag("dropout", model_s, "locked dropout on the last LSTM layer's output", model.dropout, 0, 1, true),
-      float_flag("dropouth", model_s, "locked dropout between LSTM layers", model.dropouth, 0, 1, true),
-      float_flag("dropouti", model_s, "locked dropout on the embedded input", model.dropouti, 0, 1, true),
-      float_flag("dropoute", model_s, "embedding dropout (whole word types)", model.dropoute, 0, 1, true),
-      float_flag("dropoutl", model_s, "locked dropout on the MoS latent", model.dropoutl, 0, 1, true),
+      float_flag("dropout", model_s, "locked dropout on the last LSTM layer's output",
+                 model.dropout, 0, 1, true),
+      float_flag("dropouth", model_s, "locked dropout between LSTM layers", model.dropouth, 0, 1,
+                 true),
+      float_flag("dropouti", model_s, "locked dropout on the embedded input", model.dropouti, 0, 1,
+                 true),
+      float_flag("dropoute", model_s, "embedding dropout (whole word types)", model.dropoute, 0, 1,
+                 true),
+      float_flag("dropoutl", model_s, "locked dropout on the MoS latent", model.dropoutl, 0, 1,
+                 true),
       float_flag("wdrop", model_s, "DropConnect on the recurrent weights", model.wdrop, 0, 1, true),
       float_flag("lr", opt, "learning rate (scaled by seq_len / bptt)", lr, 1e-12, 1e6),
       float_flag("clip", opt, "gradient-norm clip (0: none)", clip, 0, 1e9),
@@ -104,15 +146,24 @@ FlagTable TrainConfig::flag_table() {
       float_flag("wdecay", opt, "L2 weight decay", wdecay, 0, 1e9),
       int_flag("batch_size", opt, "training batch size B", batch_size, 1, kMaxSize),
       int_flag("eval_batch_size", opt, "validation batch size", eval_batch_size, 1, kMaxSize),
-      int_flag("test_batch_size", opt, "test batch size (the papers: 1)", test_batch_size, 1, kMaxSize),
+      int_flag("test_batch_size", opt, "test batch size (the papers: 1)", test_batch_size, 1,
+               kMaxSize),
       int_flag("bptt", opt, "BPTT length T", bptt, 1, kMaxSize),
-      int_flag("max_seq_len_delta", opt, "cap of the variable BPTT length: bptt + delta", max_seq_len_delta, 0, kMaxSize),
+      int_flag("max_seq_len_delta", opt, "cap of the variable BPTT length: bptt + delta",
+               max_seq_len_delta, 0, kMaxSize),
       bool_flag("variable_bptt", opt, "AWD-LSTM's random segment lengths", variable_bptt),
-      int_flag("nonmono", opt, "NT-ASGD: epochs of non-improvement before switching to ASGD", nonmono, 0, kMaxCount),
-      custom("seed", "N", opt, "random seed (weights, dropout, BPTT lengths)",
-             [this](const std::string& v) { int64_t n = 0; int_flag("seed", "", "", n, 0, INT64_MAX).set(v); seed = static_cast<uint64_t>(n); },
-             [this] { return std::to_string(seed); }),
-      choice_flag("optimizer", opt, "sgd (NT-ASGD switches it to asgd) or adam", optimizer, {"sgd", "adam"}),
+      int_flag("nonmono", opt, "NT-ASGD: epochs of non-improvement before switching to ASGD",
+               nonmono, 0, kMaxCount),
+      custom(
+          "seed", "N", opt, "random seed (weights, dropout, BPTT lengths)",
+          [this](const std::string& v) {
+            int64_t n = 0;
+            int_flag("seed", "", "", n, 0, INT64_MAX).set(v);
+            seed = static_cast<uint64_t>(n);
+          },
+          [this] { return std::to_string(seed); }),
+      choice_flag("optimizer", opt, "sgd (NT-ASGD switches it to asgd) or adam", optimizer,
+                  {"sgd", "adam"}),
   };
   const FlagTable paths = reference_path_flags(model.fused_lstm, model.fused_head, gemm);
   table.insert(table.end(), paths.begin(), paths.end());
@@ -132,16 +183,20 @@ TrainConfig preset_config(const std::string& name) {
   c.preset = name;
   c.save = "runs/" + name;
   ModelConfig& m = c.model;
-  // The small presets share AWD-LSTM's regularisation (Merity et al. 2017), scaled to a 2-layer model.
+  // The small presets share AWD-LSTM's regularisation (Merity et al. 2017), scaled to a 2-layer
+  // model.
   auto small = [&]() {
     m.emsize = 200, m.nhid = 400, m.nlayers = 2, m.tied = true;
     m.dropout = 0.4f, m.dropouth = 0.25f, m.dropouti = 0.0f, m.dropoute = 0.1f, m.wdrop = 0.5f;
-    c.batch_size = 20, c.bptt = 35, c.lr = 20, c.clip = 0.25f, c.alpha = 2, c.beta = 1, c.wdecay = 1.2e-6f;
+    c.batch_size = 20, c.bptt = 35, c.lr = 20, c.clip = 0.25f, c.alpha = 2, c.beta = 1,
+    c.wdecay = 1.2e-6f;
   };
   if (name == "tiny") {
-    m.emsize = 64, m.nhid = 64, m.nhidlast = 64, m.nlayers = 1, m.tied = true, m.head = HeadKind::Softmax;
+    m.emsize = 64, m.nhid = 64, m.nhidlast = 64, m.nlayers = 1, m.tied = true,
+    m.head = HeadKind::Softmax;
     m.dropout = m.dropouth = m.dropouti = m.dropoute = m.dropoutl = m.wdrop = 0.0f;
-    c.batch_size = 16, c.bptt = 32, c.lr = 20, c.clip = 0.25f, c.alpha = 0, c.beta = 0, c.wdecay = 0;
+    c.batch_size = 16, c.bptt = 32, c.lr = 20, c.clip = 0.25f, c.alpha = 0, c.beta = 0,
+    c.wdecay = 0;
   } else if (name == "small-softmax" || name == "small-sigsoftmax") {
     small();
     m.nhidlast = 200;  // last layer = E (tied)
@@ -154,8 +209,10 @@ TrainConfig preset_config(const std::string& name) {
     // Yang et al. 2017, PTB: E=280, LSTM [960, 960, 620], K=15, B=12, T=70.
     m.emsize = 280, m.nhid = 960, m.nhidlast = 620, m.nlayers = 3, m.n_experts = 15, m.tied = true;
     m.head = HeadKind::MoS;
-    m.dropouti = 0.4f, m.dropouth = 0.225f, m.dropoutl = 0.29f, m.dropout = 0.4f, m.dropoute = 0.1f, m.wdrop = 0.5f;
-    c.batch_size = 12, c.bptt = 70, c.lr = 20, c.clip = 0.25f, c.alpha = 2, c.beta = 1, c.wdecay = 1.2e-6f;
+    m.dropouti = 0.4f, m.dropouth = 0.225f, m.dropoutl = 0.29f, m.dropout = 0.4f, m.dropoute = 0.1f,
+    m.wdrop = 0.5f;
+    c.batch_size = 12, c.bptt = 70, c.lr = 20, c.clip = 0.25f, c.alpha = 2, c.beta = 1,
+    c.wdecay = 1.2e-6f;
     c.epochs = 1000;
   } else {
     std::string known;

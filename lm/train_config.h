@@ -14,26 +14,28 @@ namespace mg {
 
 struct TrainConfig {
   ModelConfig model;
-  std::string preset;                // the preset this config started from ("" = none)
-  std::string data;                  // --data (resolved with resolve_data_dir)
-  std::string save = "runs/run";     // run directory: checkpoints, metrics.jsonl, curves.svg
-  std::string optimizer = "sgd";     // sgd | adam (NT-ASGD switches sgd -> asgd)
+  std::string preset;             // the preset this config started from ("" = none)
+  std::string data;               // --data (resolved with resolve_data_dir)
+  std::string save = "runs/run";  // run directory: checkpoints, metrics.jsonl, curves.svg
+  std::string optimizer = "sgd";  // sgd | adam (NT-ASGD switches sgd -> asgd)
   float lr = 20, clip = 0.25f, alpha = 2, beta = 1, wdecay = 1.2e-6f;
   int64_t epochs = 40, batch_size = 20, bptt = 35, eval_batch_size = 10, test_batch_size = 1;
-  int64_t max_seq_len_delta = 40;    // cap of the variable BPTT length: bptt + delta
+  int64_t max_seq_len_delta = 40;  // cap of the variable BPTT length: bptt + delta
   int64_t nonmono = 5, log_interval = 200;
   uint64_t seed = 1;
-  int threads = 0;                   // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
-  Device device = Device::CPU;       // --device cpu|cuda: where the model trains (not saved: a run resumes on either)
-  bool tf32 = false;                 // --tf32: cuBLAS may use TF32 tensor cores (faster, ~1e-3 relative GEMMs)
-  double max_minutes = 0;            // > 0: stop cleanly (saving the checkpoint) after this long
-  int64_t max_steps = 0;             // > 0: stop cleanly after this many optimizer steps in total
-  int64_t max_train_tokens = 0;      // > 0: train on the first N tokens only (quick runs, tests)
-  int64_t max_eval_tokens = 0;       // > 0: validate on the first N tokens only
-  bool resume = false;               // continue from <save>/checkpoint.ckpt
-  bool test_at_end = true;           // evaluate the best model on test (batch size 1) at the end
-  bool variable_bptt = true;         // AWD-LSTM's random segment lengths (false: always bptt)
-  std::string gemm = "fast";         // --gemm fast|reference (model.fused_lstm and model.fused_head are the other two paths)
+  int threads = 0;              // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
+  Device device = Device::CPU;  // --device cpu|cuda: where the model trains (not saved: a run
+                                // resumes on either)
+  bool tf32 = false;  // --tf32: cuBLAS may use TF32 tensor cores (faster, ~1e-3 relative GEMMs)
+  double max_minutes = 0;        // > 0: stop cleanly (saving the checkpoint) after this long
+  int64_t max_steps = 0;         // > 0: stop cleanly after this many optimizer steps in total
+  int64_t max_train_tokens = 0;  // > 0: train on the first N tokens only (quick runs, tests)
+  int64_t max_eval_tokens = 0;   // > 0: validate on the first N tokens only
+  bool resume = false;           // continue from <save>/checkpoint.ckpt
+  bool test_at_end = true;       // evaluate the best model on test (batch size 1) at the end
+  bool variable_bptt = true;     // AWD-LSTM's random segment lengths (false: always bptt)
+  std::string gemm = "fast";     // --gemm fast|reference (model.fused_lstm and model.fused_head are
+                                 // the other two paths)
 
   std::map<std::string, std::string> to_map() const;  // for checkpoints; includes model.* keys
   // Applies "--name value" flags (names as in the reference scripts, '-' or '_' alike); throws

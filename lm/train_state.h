@@ -26,14 +26,17 @@ struct TrainState {
 };
 
 // Writes the whole state to `path` (atomically): parameters "model.*", optimizer state "optim.*",
-// hidden state "hidden.<l>.h/c", the config (TrainConfig::to_map), counters, RNG states, vocabulary.
-void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model, const Optimizer& opt,
-                const TrainState& st, const Hidden& hidden, const Generator& bptt_gen, const Vocab& vocab);
+// hidden state "hidden.<l>.h/c", the config (TrainConfig::to_map), counters, RNG states,
+// vocabulary.
+void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model,
+                const Optimizer& opt, const TrainState& st, const Hidden& hidden,
+                const Generator& bptt_gen, const Vocab& vocab);
 
 // The mirror of save_state. Refuses a checkpoint of another vocabulary, and flags that define the
 // run (model, --optimizer, --batch_size, --max_train_tokens) that differ from the checkpoint's.
-void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus, RNNModel& model,
-                   std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden, Generator& bptt_gen);
+void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus,
+                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
+                   Generator& bptt_gen);
 
 // Doubles as text with 17 digits (exact round trip), space-separated.
 std::string join_doubles(const std::vector<double>& v);

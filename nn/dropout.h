@@ -1,6 +1,6 @@
-// The dropout family of AWD-LSTM (Merity et al. 2017, §4). All are inverted dropout (survivors scaled
-// by 1/(1-p)), draw their masks from an explicit Generator (deterministic and resumable), and are the
-// identity when `training` is false or p == 0.
+// The dropout family of AWD-LSTM (Merity et al. 2017, §4). All are inverted dropout (survivors
+// scaled by 1/(1-p)), draw their masks from an explicit Generator (deterministic and resumable),
+// and are the identity when `training` is false or p == 0.
 #pragma once
 
 #include "tensor/philox.h"

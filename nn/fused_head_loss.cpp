@@ -3,14 +3,16 @@
 //
 // For rows n (N of them) with K components each (K = 1: plain softmax / sigsoftmax / MoC):
 //   z_nk      = ctx_nk W^T + b                                   the logits, [V]
-//   c_nk      = log q(t_n | z_nk)                                the component's log-prob of the target
+//   c_nk      = log q(t_n | z_nk)                                the component's log-prob of the
+//   target
 //               q = softmax(z), or sigsoftmax(z) (Kanai et al. 2018)
 //   a_nk      = log π_nk + c_nk
 //   loss      = -(1/N) Σ_n logsumexp_k a_nk                      (MoS eq. 3 in log space)
 // Backward, with responsibilities r_nk = softmax_k(a_nk) (the posterior of component k):
 //   d loss / d log π_nk = -r_nk / N
 //   d loss / d z_nk[j]  =  (r_nk / N) (q_j - δ_j,t)              softmax
-//                       =  (r_nk / N) (q_j - δ_j,t)(2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 - σ(z_j))
+//                       =  (r_nk / N) (q_j - δ_j,t)(2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 -
+//                       σ(z_j))
 // When the logits [N*K,V] are small enough they are computed by one GEMM, kept, and overwritten by
 // their gradient in backward, so backward is two large GEMMs. Otherwise they are computed in chunks
 // of rows, reduced to (log-sum, target logit), and dropped; backward recomputes each chunk. Peak
@@ -29,18 +31,22 @@ namespace mg {
 namespace {
 
 // Streamed chunks hold about this many logits (32 MB). Larger chunks make the weight gradient
-// ([d W^T; d b] += [ctx, 1]^T dz, see fused_backward) one GEMM with a deep k (chunk rows) instead of
-// many shallow ones that re-read and re-write all of it: at 128 rows that cost small-mos 6% of its
-// step in packing and cache misses.
+// ([d W^T; d b] += [ctx, 1]^T dz, see fused_backward) one GEMM with a deep k (chunk rows) instead
+// of many shallow ones that re-read and re-write all of it: at 128 rows that cost small-mos 6% of
+// its step in packing and cache misses.
 constexpr int64_t kStreamChunkFloats = int64_t{8} << 20;
 
 // Vectorizable forms (tensor/vec_math.h): these run once per vocabulary entry per row.
-inline float log_sigmoidf(float x) { return vlog_sigmoid(x); }
-inline float sigmoidf(float x) { return vsigmoid(x); }
+inline float log_sigmoidf(float x) {
+  return vlog_sigmoid(x);
+}
+inline float sigmoidf(float x) {
+  return vsigmoid(x);
+}
 
 // z [rows,V] = ctx rows [r0, r0+rows) times W^T, plus b.
-void chunk_logits(const float* ctx, const float* W, const float* b, int64_t r0, int64_t rows, int64_t E,
-                  int64_t V, float* z) {
+void chunk_logits(const float* ctx, const float* W, const float* b, int64_t r0, int64_t rows,
+                  int64_t E, int64_t V, float* z) {
   gemm(false, true, rows, V, E, 1.0f, ctx + r0 * E, E, W, E, 0.0f, z, V);
   parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i)
@@ -49,12 +55,12 @@ void chunk_logits(const float* ctx, const float* W, const float* b, int64_t r0, 
 }
 
 struct Saved {
-  Tensor ctx, W, b;              // [N*K,E], [V,E], [V] (detached)
-  std::vector<float> lse;        // per ctx row: logsumexp of z (softmax) or of z + log σ(z) (sigsoftmax)
+  Tensor ctx, W, b;        // [N*K,E], [V,E], [V] (detached)
+  std::vector<float> lse;  // per ctx row: logsumexp of z (softmax) or of z + log σ(z) (sigsoftmax)
   std::vector<float> resp;       // r_nk per ctx row
   std::vector<int64_t> targets;  // [N]
-  Tensor logits;                 // [N*K,V] z kept from the forward when small enough (else recomputed)
-  int64_t chunk_rows = 0;        // rows per chunk: all of them when the logits are kept
+  Tensor logits;           // [N*K,V] z kept from the forward when small enough (else recomputed)
+  int64_t chunk_rows = 0;  // rows per chunk: all of them when the logits are kept
   int64_t K = 1;
   bool sig = false;
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
@@ -65,42 +71,51 @@ std::vector<Tensor> fused_backward(const Saved& s, float g);
 
 }  // namespace
 
-Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor& b_in, const Tensor& log_pi_in,
-                         const std::vector<int64_t>& targets, int64_t K, bool sig, const FusedLossOptions& options) {
+Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor& b_in,
+                         const Tensor& log_pi_in, const std::vector<int64_t>& targets, int64_t K,
+                         bool sig, const FusedLossOptions& options) {
   check_rank("fused_mixture_nll", ctx_in, 2, "contexts [N*K,E]");
   check_rank("fused_mixture_nll", W_in, 2, "decoder weight [V,E]");
   const int64_t R = ctx_in.size(0), E = ctx_in.size(1), V = W_in.size(0);
   if (W_in.size(1) != E || b_in.shape() != Shape{V})
-    throw ShapeError("fused_mixture_nll: contexts " + shape_str(ctx_in.shape()) + ", decoder weight " +
-                     shape_str(W_in.shape()) + " and bias " + shape_str(b_in.shape()) + " do not fit");
+    throw ShapeError("fused_mixture_nll: contexts " + shape_str(ctx_in.shape()) +
+                     ", decoder weight " + shape_str(W_in.shape()) + " and bias " +
+                     shape_str(b_in.shape()) + " do not fit");
   if (K < 1 || R % K != 0 || static_cast<int64_t>(targets.size()) * K != R)
-    throw ShapeError("fused_mixture_nll: " + std::to_string(R) + " context rows for " + std::to_string(targets.size()) +
-                     " targets and K=" + std::to_string(K));
+    throw ShapeError("fused_mixture_nll: " + std::to_string(R) + " context rows for " +
+                     std::to_string(targets.size()) + " targets and K=" + std::to_string(K));
   const int64_t N = R / K;
   if (N == 0) throw ShapeError("fused_mixture_nll: no targets");
   if (log_pi_in.defined() && log_pi_in.shape() != Shape{N, K})
-    throw ShapeError("fused_mixture_nll: log π is " + shape_str(log_pi_in.shape()) + ", expected " + shape_str({N, K}));
+    throw ShapeError("fused_mixture_nll: log π is " + shape_str(log_pi_in.shape()) + ", expected " +
+                     shape_str({N, K}));
   if (!log_pi_in.defined() && K != 1) throw ShapeError("fused_mixture_nll: K > 1 needs log π");
   for (int64_t n = 0; n < N; ++n)
     if (targets[n] < 0 || targets[n] >= V)
-      throw ShapeError("fused_mixture_nll: target " + std::to_string(targets[n]) + " at row " + std::to_string(n) +
-                       " is outside the vocabulary [0, " + std::to_string(V) + ")");
+      throw ShapeError("fused_mixture_nll: target " + std::to_string(targets[n]) + " at row " +
+                       std::to_string(n) + " is outside the vocabulary [0, " + std::to_string(V) +
+                       ")");
 
   check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
-  // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next to
-  // the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
+  // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next
+  // to the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
   const int64_t keep_floats = options.keep_logits_floats;
-  const int64_t keep_limit = !ctx_in.is_cuda() ? keep_floats : keep_floats > INT64_MAX / 4 ? INT64_MAX : 4 * keep_floats;
+  const int64_t keep_limit = !ctx_in.is_cuda()             ? keep_floats
+                             : keep_floats > INT64_MAX / 4 ? INT64_MAX
+                                                           : 4 * keep_floats;
   const bool keep = is_grad_enabled() && R * V <= keep_limit &&
                     (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
-  const int64_t chunk_floats = ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs
-  const int64_t stream_rows = options.stream_chunk_rows > 0 ? options.stream_chunk_rows : chunk_floats / V;
+  const int64_t chunk_floats =
+      ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs
+  const int64_t stream_rows =
+      options.stream_chunk_rows > 0 ? options.stream_chunk_rows : chunk_floats / V;
   const int64_t chunk_rows = keep ? R : std::max<int64_t>(1, std::min(R, stream_rows));
   if (ctx_in.is_cuda())
     return fused_mixture_nll_cuda(ctx_in, W_in, b_in, log_pi_in, targets, K, sig, keep, chunk_rows);
 
   Saved s;
-  s.ctx = contiguous_data(ctx_in).detach(), s.W = contiguous_data(W_in).detach(), s.b = contiguous_data(b_in).detach();
+  s.ctx = contiguous_data(ctx_in).detach(), s.W = contiguous_data(W_in).detach(),
+  s.b = contiguous_data(b_in).detach();
   s.targets = targets, s.K = K, s.sig = sig;
   s.lse.resize(static_cast<size_t>(R));
   s.resp.resize(static_cast<size_t>(R));
@@ -147,10 +162,12 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
     total -= lse_k;
   }
   Tensor out = Tensor::scalar(static_cast<float>(total / N));
-  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(), s.need_b = b_in.requires_grad();
+  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(),
+  s.need_b = b_in.requires_grad();
   s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();
   if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
-  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out, {ctx_in, W_in, b_in, log_pi_in},
+  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out,
+                {ctx_in, W_in, b_in, log_pi_in},
                 [s = std::move(s)](const Tensor& g) { return fused_backward(s, g.item()); });
 }
 
@@ -212,10 +229,11 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
       if (!kept) chunk_logits(s.ctx.data(), s.W.data(), s.b.data(), r0, rows, E, V, z);
       logits_to_grad(s, scale, r0, rows, V, z);
       // d ctx = dz W;  [d W^T; d b] += [ctx, 1]^T dz — chunks in a fixed order.
-      if (s.need_ctx) gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);
+      if (s.need_ctx)
+        gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);
       if (need_wb)
-        gemm(true, false, E + 1, V, rows, 1.0f, ctx1.data() + r0 * (E + 1), E + 1, z, V, r0 == 0 ? 0.0f : 1.0f,
-             d_Wb.data(), V);
+        gemm(true, false, E + 1, V, rows, 1.0f, ctx1.data() + r0 * (E + 1), E + 1, z, V,
+             r0 == 0 ? 0.0f : 1.0f, d_Wb.data(), V);
     }
   }
   const Tensor d_W = s.need_W ? copy_contiguous(transpose(narrow(d_Wb, 0, 0, E), 0, 1)) : Tensor();

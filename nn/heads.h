@@ -1,12 +1,12 @@
 // Output heads: from the last LSTM layer's output to log-probabilities over the vocabulary. The
 // softmax bottleneck (Yang et al. 2017): a single softmax of h W^T gives a log-prob matrix of rank
-// <= H+2 (H + bias + normaliser; the paper counts H+1); the mixtures (MoS, MoSig) break that bound, MoC (mixing contexts before one softmax) does
-// not and is the low-rank control.
+// <= H+2 (H + bias + normaliser; the paper counts H+1); the mixtures (MoS, MoSig) break that bound,
+// MoC (mixing contexts before one softmax) does not and is the low-rank control.
 //
 // Every head takes h [N,H] (N = T*B rows in [T,B] order) and returns log p [N,V]; B is needed for
 // the locked dropout on the MoS latent. Parameter names are the PyTorch exchange names:
-// decoder.weight [V,in] (absent when tied to encoder.weight), decoder.bias [V], and for the mixtures
-// prior.weight [K,H], latent.weight [K*E,H], latent.bias [K*E].
+// decoder.weight [V,in] (absent when tied to encoder.weight), decoder.bias [V], and for the
+// mixtures prior.weight [K,H], latent.weight [K*E,H], latent.bias [K*E].
 #pragma once
 
 #include <memory>
@@ -19,9 +19,10 @@
 namespace mg {
 
 enum class HeadKind { Softmax, MoS, Sigsoftmax, MoSig, MoC };
-HeadKind parse_head_kind(const std::string& name);  // "softmax" | "mos" | "sigsoftmax" | "mosig" | "moc"
+HeadKind parse_head_kind(
+    const std::string& name);  // "softmax" | "mos" | "sigsoftmax" | "mosig" | "moc"
 std::string head_kind_name(HeadKind kind);
-bool is_mixture(HeadKind kind);                      // mos, mosig, moc: have prior + latent
+bool is_mixture(HeadKind kind);  // mos, mosig, moc: have prior + latent
 
 // How the fused loss trades memory for a recompute; tests set both to run every path.
 struct FusedLossOptions {
@@ -40,12 +41,13 @@ class OutputHead : public Module {
   // Mean negative log-likelihood of targets [N]. The plain path, nll_loss(log_prob(h)), is the
   // reference that any fused version is tested against.
   // Heads override it with the fused loss (nn/fused_head_loss.cpp) unless fused_loss is false.
-  virtual Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const;
+  virtual Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
+                     Generator& gen) const;
   virtual HeadKind kind() const = 0;
   bool fused_loss = true;
   FusedLossOptions fused_options;  // memory / recompute trade-off of the fused loss
-  Tensor decoder_weight;  // [V,in]: our own parameter, or the encoder's weight when tied
-  Tensor decoder_bias;    // [V]
+  Tensor decoder_weight;           // [V,in]: our own parameter, or the encoder's weight when tied
+  Tensor decoder_bias;             // [V]
 };
 
 // Log-space sigsoftmax (Kanai et al. 2018, eq. 9): p_i ∝ exp(z_i) sigmoid(z_i), so
@@ -58,13 +60,13 @@ class SoftmaxHead : public OutputHead {
   // tied_weight: the encoder's weight [V,H] to share, or undefined for an own U(-0.1,0.1) decoder.
   SoftmaxHead(HeadKind kind, int64_t V, int64_t H, const Tensor& tied_weight, Generator& gen);
   Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const override;
-  Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const override;
+  Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
+             Generator& gen) const override;
   HeadKind kind() const override { return kind_; }
 
  private:
   HeadKind kind_;
 };
-
 
 // The fused mean NLL of targets [N] for K components per row: contexts ctx [N*K,E] (row n*K + k is
 // component k of row n), decoder W [V,E], b [V], log π [N,K] (undefined when K = 1), components
@@ -76,8 +78,9 @@ Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, co
                          const FusedLossOptions& options = {});
 // Its GPU path (nn/fused_head_loss_cuda.cpp), called by fused_mixture_nll for CUDA inputs once the
 // arguments are checked: keep the logits for backward, or stream them in chunks of chunk_rows.
-Tensor fused_mixture_nll_cuda(const Tensor& ctx, const Tensor& W, const Tensor& b, const Tensor& log_pi,
-                              const std::vector<int64_t>& targets, int64_t K, bool sig, bool keep, int64_t chunk_rows);
+Tensor fused_mixture_nll_cuda(const Tensor& ctx, const Tensor& W, const Tensor& b,
+                              const Tensor& log_pi, const std::vector<int64_t>& targets, int64_t K,
+                              bool sig, bool keep, int64_t chunk_rows);
 
 // MoS / MoSig / MoC with K experts of size E.
 class MixtureHead : public OutputHead {
@@ -85,12 +88,14 @@ class MixtureHead : public OutputHead {
   MixtureHead(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K, float dropoutl,
               const Tensor& tied_weight, Generator& gen);
   Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const override;
-  Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets, Generator& gen) const override;
+  Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
+             Generator& gen) const override;
   HeadKind kind() const override { return kind_; }
 
   // The pieces, for tests and analysis tools. h [N,H]:
-  Tensor log_prior(const Tensor& h) const;                               // log π [N,K]
-  Tensor contexts(const Tensor& h, int64_t B, Generator& gen) const;     // tanh latent [N*K,E] (dropped)
+  Tensor log_prior(const Tensor& h) const;  // log π [N,K]
+  Tensor contexts(const Tensor& h, int64_t B,
+                  Generator& gen) const;  // tanh latent [N*K,E] (dropped)
   // MoC: the K contexts mixed by π, one context per row: log_pi [N,K], ctx [N*K,E] -> [N,E]
   Tensor mixed_context(const Tensor& log_pi, const Tensor& ctx) const;
 
@@ -105,7 +110,7 @@ class MixtureHead : public OutputHead {
 };
 
 // Builds the head for `kind`. E = K experts' context size (the embedding size when tied).
-std::shared_ptr<OutputHead> make_head(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K, float dropoutl,
-                                      const Tensor& tied_weight, Generator& gen);
+std::shared_ptr<OutputHead> make_head(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K,
+                                      float dropoutl, const Tensor& tied_weight, Generator& gen);
 
 }  // namespace mg

@@ -13,10 +13,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
 
 Linear::Linear(int64_t in_features, int64_t out_features, bool with_bias, Generator& gen) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_features));
-  weight = register_parameter("weight", Tensor::uniform({out_features, in_features}, -bound, bound, gen));
-  if (with_bias) bias = register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
+  weight = register_parameter("weight",
+                              Tensor::uniform({out_features, in_features}, -bound, bound, gen));
+  if (with_bias)
+    bias = register_parameter("bias", Tensor::uniform({out_features}, -bound, bound, gen));
 }
 
-Tensor Linear::forward(const Tensor& x) const { return linear(x, weight, bias); }
+Tensor Linear::forward(const Tensor& x) const {
+  return linear(x, weight, bias);
+}
 
 }  // namespace mg

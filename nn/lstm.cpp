@@ -14,7 +14,8 @@ void check_lstm_args(const Tensor& x, const LSTMState& s, const LSTMWeights& w) 
   if (T == 0) throw ShapeError("lstm: the sequence is empty (T = 0)");
   auto expect = [](const char* what, const Tensor& t, const Shape& shape) {
     if (t.shape() != shape)
-      throw ShapeError(std::string("lstm: ") + what + " is " + shape_str(t.shape()) + ", expected " + shape_str(shape));
+      throw ShapeError(std::string("lstm: ") + what + " is " + shape_str(t.shape()) +
+                       ", expected " + shape_str(shape));
   };
   expect("weight_hh", w.weight_hh, {4 * H, H});
   expect("weight_ih", w.weight_ih, {4 * H, in});
@@ -24,7 +25,8 @@ void check_lstm_args(const Tensor& x, const LSTMState& s, const LSTMWeights& w) 
   expect("c", s.c, {B, H});
 }
 
-std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state, const LSTMWeights& w) {
+std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state,
+                                        const LSTMWeights& w) {
   check_lstm_args(x, state, w);
   const int64_t T = x.size(0), B = x.size(1), H = w.weight_hh.size(1);
   // All input projections in one product: [T*B,in] x [in,4H].
@@ -32,7 +34,8 @@ std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state,
   Tensor h = state.h, c = state.c;
   std::vector<Tensor> outputs;
   for (int64_t t = 0; t < T; ++t) {
-    const Tensor gates = add(narrow(x_proj, 0, t * B, B), linear(h, w.weight_hh, w.bias_hh));  // [B,4H]
+    const Tensor gates =
+        add(narrow(x_proj, 0, t * B, B), linear(h, w.weight_hh, w.bias_hh));  // [B,4H]
     const Tensor i = sigmoid(narrow(gates, 1, 0, H));
     const Tensor f = sigmoid(narrow(gates, 1, H, H));
     const Tensor g = tanh(narrow(gates, 1, 2 * H, H));
@@ -44,7 +47,8 @@ std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state,
   return {stack(outputs, 0), {h, c}};
 }
 
-LSTMLayer::LSTMLayer(int64_t in, int64_t hidden, Generator& gen) : input_size(in), hidden_size(hidden) {
+LSTMLayer::LSTMLayer(int64_t in, int64_t hidden, Generator& gen)
+    : input_size(in), hidden_size(hidden) {
   const float k = 1.0f / std::sqrt(static_cast<float>(hidden));
   weight_ih = register_parameter("weight_ih", Tensor::uniform({4 * hidden, in}, -k, k, gen));
   weight_hh = register_parameter("weight_hh", Tensor::uniform({4 * hidden, hidden}, -k, k, gen));
@@ -54,12 +58,14 @@ LSTMLayer::LSTMLayer(int64_t in, int64_t hidden, Generator& gen) : input_size(in
 
 std::pair<Tensor, LSTMState> LSTMLayer::forward(const Tensor& x, const LSTMState& state, bool fused,
                                                 const Tensor& weight_hh_used) const {
-  const LSTMWeights w{weight_ih, weight_hh_used.defined() ? weight_hh_used : weight_hh, bias_ih, bias_hh};
+  const LSTMWeights w{weight_ih, weight_hh_used.defined() ? weight_hh_used : weight_hh, bias_ih,
+                      bias_hh};
   return fused ? lstm_fused(x, state, w) : lstm_steps(x, state, w);
 }
 
 LSTMState LSTMLayer::zero_state(int64_t B) const {
-  return {Tensor::zeros({B, hidden_size}, weight_hh.device()), Tensor::zeros({B, hidden_size}, weight_hh.device())};
+  return {Tensor::zeros({B, hidden_size}, weight_hh.device()),
+          Tensor::zeros({B, hidden_size}, weight_hh.device())};
 }
 
 }  // namespace mg

@@ -59,7 +59,7 @@ void gates_forward(int64_t n, int64_t H, float* __restrict z, const float* __res
     zi[j] = i, zf[j] = f, zg[j] = g, zo[j] = o;
     const float cv = f * c_prev[j] + i * g;  // c_t = f ⊙ c_{t-1} + i ⊙ g
     c[j] = cv;
-    h[j] = o * vtanh(cv);                    // h_t = o ⊙ tanh(c_t)
+    h[j] = o * vtanh(cv);  // h_t = o ⊙ tanh(c_t)
   }
 }
 
@@ -71,26 +71,37 @@ struct Saved {
 };
 
 // Backward and the node, below the forward.
-std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const std::vector<bool>& need);
-std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w);
+std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in,
+                                  const std::vector<bool>& need);
+std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state,
+                                         const LSTMWeights& w);
 
 }  // namespace
 
-std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
+std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& state,
+                                        const LSTMWeights& w) {
   check_lstm_args(x_in, state, w);
   // Saved inputs are detached handles: the closure must not own graph nodes (reference cycles).
-  Saved s{contiguous_data(x_in).detach(), contiguous_data(state.h).detach(), contiguous_data(state.c).detach(),
-          contiguous_data(w.weight_ih).detach(), contiguous_data(w.weight_hh).detach(), {}, {}, {}};
+  Saved s{contiguous_data(x_in).detach(),
+          contiguous_data(state.h).detach(),
+          contiguous_data(state.c).detach(),
+          contiguous_data(w.weight_ih).detach(),
+          contiguous_data(w.weight_hh).detach(),
+          {},
+          {},
+          {}};
   const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
-  check_same_device("lstm", {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh});
+  check_same_device("lstm",
+                    {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh});
   // Both biases in one vector, added in the gate pass below.
   const Tensor bias = add(contiguous_data(w.bias_ih).detach(), contiguous_data(w.bias_hh).detach());
   if (s.x.is_cuda()) {
     s.acts = Tensor::empty({T * B, G}, Device::CUDA);
     s.cells = Tensor::empty({T * B, H}, Device::CUDA);
     s.y = Tensor::empty({T + 1, B, H}, Device::CUDA);
-    cuda_lstm_forward(T, B, in, H, s.x.data_ptr(), s.h0.data_ptr(), s.c0.data_ptr(), s.w_ih.data_ptr(),
-                      s.w_hh.data_ptr(), bias.data_ptr(), s.acts.data_ptr(), s.cells.data_ptr(), s.y.data_ptr());
+    cuda_lstm_forward(T, B, in, H, s.x.data_ptr(), s.h0.data_ptr(), s.c0.data_ptr(),
+                      s.w_ih.data_ptr(), s.w_hh.data_ptr(), bias.data_ptr(), s.acts.data_ptr(),
+                      s.cells.data_ptr(), s.y.data_ptr());
     return record_lstm(s, x_in, state, w);
   }
   // W_hh^T [H,4H]: the per-step product h_{t-1} W_hh^T then reads it in place, row by row, instead
@@ -108,23 +119,24 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   // each gate block. Per step it computes its columns of h_{t-1} W_hh^T, applies the gates to its
   // units and writes its part of h_t, c_t; the barrier then makes all of h_t visible for the next
   // step's product.
-  parallel_team(H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float* h_prev = t > 0 ? s.y.data() + (t - 1) * B * H : s.h0.data();
-      const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
-      float* gates = acts + t * B * G;
-      float* c = s.cells.data() + t * B * H;
-      float* h = s.y.data() + t * B * H;
-      if (u1 > u0)
-        for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
-          gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H, w_hh_t.data() + q * H + u0, G, 1.0f,
-               gates + q * H + u0, G);
-      for (int64_t b = 0; b < B; ++b)
-        gates_forward(u1 - u0, H, gates + b * G + u0, bsum + u0, c_prev + b * H + u0, c + b * H + u0,
-                      h + b * H + u0);
-      barrier();
-    }
-  });
+  parallel_team(H, kUnitAlign, team_size(B, H),
+                [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
+                  for (int64_t t = 0; t < T; ++t) {
+                    const float* h_prev = t > 0 ? s.y.data() + (t - 1) * B * H : s.h0.data();
+                    const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
+                    float* gates = acts + t * B * G;
+                    float* c = s.cells.data() + t * B * H;
+                    float* h = s.y.data() + t * B * H;
+                    if (u1 > u0)
+                      for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
+                        gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H,
+                             w_hh_t.data() + q * H + u0, G, 1.0f, gates + q * H + u0, G);
+                    for (int64_t b = 0; b < B; ++b)
+                      gates_forward(u1 - u0, H, gates + b * G + u0, bsum + u0, c_prev + b * H + u0,
+                                    c + b * H + u0, h + b * H + u0);
+                    barrier();
+                  }
+                });
   std::memcpy(s.y.data() + T * B * H, s.cells.data() + (T - 1) * B * H, sizeof(float) * B * H);
   return record_lstm(s, x_in, state, w);
 }
@@ -132,14 +144,17 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
 namespace {
 
 // The autograd node over the whole sequence, and the views lstm_fused hands out.
-std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state, const LSTMWeights& w) {
+std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state,
+                                         const LSTMWeights& w) {
   const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1);
-  const std::vector<bool> need = {x_in.requires_grad(), state.h.requires_grad(), state.c.requires_grad(),
-                                  w.weight_ih.requires_grad(), w.weight_hh.requires_grad(),
-                                  w.bias_ih.requires_grad(), w.bias_hh.requires_grad()};
+  const std::vector<bool> need = {x_in.requires_grad(),        state.h.requires_grad(),
+                                  state.c.requires_grad(),     w.weight_ih.requires_grad(),
+                                  w.weight_hh.requires_grad(), w.bias_ih.requires_grad(),
+                                  w.bias_hh.requires_grad()};
   Saved saved = s;
   saved.y = s.y.detach();
-  const Tensor y = record("lstm_fused", s.y, {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh},
+  const Tensor y = record("lstm_fused", s.y,
+                          {x_in, state.h, state.c, w.weight_ih, w.weight_hh, w.bias_ih, w.bias_hh},
                           [saved, need](const Tensor& g) { return lstm_backward(saved, g, need); });
   const Tensor out = narrow(y, 0, 0, T);
   return {out, {reshape(narrow(y, 0, T - 1, 1), {B, H}), reshape(narrow(y, 0, T, 1), {B, H})}};
@@ -148,8 +163,8 @@ std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LST
 // Backward of gates_forward for one batch row over n units: from d h_t (dy from above plus dh from
 // step t+1) and d c_t (dc, overwritten with d c_{t-1}) to the pre-activation gradients dz [4H].
 void gates_backward(int64_t n, int64_t H, const float* __restrict act, const float* __restrict c,
-                    const float* __restrict c_prev, const float* __restrict dy, const float* __restrict dh,
-                    float* __restrict dc, float* __restrict dz) {
+                    const float* __restrict c_prev, const float* __restrict dy,
+                    const float* __restrict dh, float* __restrict dc, float* __restrict dz) {
   const float* __restrict ai = act;
   const float* __restrict af = act + H;
   const float* __restrict ag = act + 2 * H;
@@ -163,38 +178,41 @@ void gates_backward(int64_t n, int64_t H, const float* __restrict act, const flo
     const float tc = vtanh(c[j]);
     const float dh_t = dy[j] + dh[j];
     const float dc_t = dc[j] + dh_t * o * (1 - tc * tc);
-    di[j] = dc_t * g * i * (1 - i);           // σ' = σ(1 - σ)
+    di[j] = dc_t * g * i * (1 - i);  // σ' = σ(1 - σ)
     df[j] = dc_t * c_prev[j] * f * (1 - f);
-    dg[j] = dc_t * i * (1 - g * g);           // tanh' = 1 - tanh²
+    dg[j] = dc_t * i * (1 - g * g);  // tanh' = 1 - tanh²
     d_o[j] = dh_t * tc * o * (1 - o);
-    dc[j] = dc_t * f;                         // d c_{t-1}
+    dc[j] = dc_t * f;  // d c_{t-1}
   }
 }
 
 // The input and weight gradients from the gate gradients dG [T*B,4H]: big GEMMs over all steps at
 // once, the same on both devices (gemm_fn is the CPU gemm or cuBLAS with the same contract).
-std::vector<Tensor> lstm_weight_grads(const Saved& s, const Tensor& d_gates, const Tensor& dh, const Tensor& dc,
-                                      const std::vector<bool>& need) {
+std::vector<Tensor> lstm_weight_grads(const Saved& s, const Tensor& d_gates, const Tensor& dh,
+                                      const Tensor& dc, const std::vector<bool>& need) {
   const int64_t T = s.x.size(0), B = s.x.size(1), in = s.x.size(2), H = s.h0.size(1), G = 4 * H;
   const Device dev = s.x.device();
   const auto gemm_fn = dev == Device::CUDA ? cuda_gemm : gemm;
   const float* dg = d_gates.data_ptr();
   std::vector<Tensor> grads(7);  // x, h0, c0, w_ih, w_hh, b_ih, b_hh
-  if (need[0]) {  // dx = dG W_ih
+  if (need[0]) {                 // dx = dG W_ih
     grads[0] = Tensor::empty({T, B, in}, dev);
-    gemm_fn(false, false, T * B, in, G, 1.0f, dg, G, s.w_ih.data_ptr(), in, 0.0f, grads[0].data_ptr(), in);
+    gemm_fn(false, false, T * B, in, G, 1.0f, dg, G, s.w_ih.data_ptr(), in, 0.0f,
+            grads[0].data_ptr(), in);
   }
   if (need[1]) grads[1] = dh;
   if (need[2]) grads[2] = dc;
   if (need[3]) {  // dW_ih = dG^T X
     grads[3] = Tensor::empty({G, in}, dev);
-    gemm_fn(true, false, G, in, T * B, 1.0f, dg, G, s.x.data_ptr(), in, 0.0f, grads[3].data_ptr(), in);
+    gemm_fn(true, false, G, in, T * B, 1.0f, dg, G, s.x.data_ptr(), in, 0.0f, grads[3].data_ptr(),
+            in);
   }
   if (need[4]) {  // dW_hh = sum_t dG_t^T h_{t-1}, with h_{t-1} rows = [h0; h_1..h_{T-1}]
     grads[4] = Tensor::empty({G, H}, dev);
     gemm_fn(true, false, G, H, B, 1.0f, dg, G, s.h0.data_ptr(), H, 0.0f, grads[4].data_ptr(), H);
     if (T > 1)
-      gemm_fn(true, false, G, H, (T - 1) * B, 1.0f, dg + B * G, G, s.y.data_ptr(), H, 1.0f, grads[4].data_ptr(), H);
+      gemm_fn(true, false, G, H, (T - 1) * B, 1.0f, dg + B * G, G, s.y.data_ptr(), H, 1.0f,
+              grads[4].data_ptr(), H);
   }
   if (need[5] || need[6]) {
     const Tensor db = sum(d_gates, 0);
@@ -204,19 +222,23 @@ std::vector<Tensor> lstm_weight_grads(const Saved& s, const Tensor& d_gates, con
   return grads;
 }
 
-std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const std::vector<bool>& need) {
+std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in,
+                                  const std::vector<bool>& need) {
   const Tensor grad_y = contiguous_data(grad_y_in);
   const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1), G = 4 * H;
-  if (grad_y.is_cuda()) {  // the same BPTT, one gate kernel and one cuBLAS GEMM per step (cuda/lstm_fused.cu)
+  if (grad_y.is_cuda()) {  // the same BPTT, one gate kernel and one cuBLAS GEMM per step
+                           // (cuda/lstm_fused.cu)
     Tensor d_gates = Tensor::empty({T * B, G}, Device::CUDA);
     Tensor dh = Tensor::empty({B, H}, Device::CUDA), dc = Tensor::empty({B, H}, Device::CUDA);
-    cuda_lstm_backward(T, B, H, s.acts.data_ptr(), s.cells.data_ptr(), s.c0.data_ptr(), s.w_hh.data_ptr(),
-                       grad_y.data_ptr(), need[1], d_gates.data_ptr(), dh.data_ptr(), dc.data_ptr());
+    cuda_lstm_backward(T, B, H, s.acts.data_ptr(), s.cells.data_ptr(), s.c0.data_ptr(),
+                       s.w_hh.data_ptr(), grad_y.data_ptr(), need[1], d_gates.data_ptr(),
+                       dh.data_ptr(), dc.data_ptr());
     return lstm_weight_grads(s, d_gates, dh, dc, need);
   }
   Tensor d_gates = Tensor::empty({T * B, G});
-  Tensor dh = Tensor::zeros({B, H});                      // d loss / d h_t from step t+1
-  Tensor dc = copy_contiguous(reshape(narrow(grad_y, 0, T, 1), {B, H}));  // d loss / d c_t, from d c_T
+  Tensor dh = Tensor::zeros({B, H});  // d loss / d h_t from step t+1
+  Tensor dc =
+      copy_contiguous(reshape(narrow(grad_y, 0, T, 1), {B, H}));  // d loss / d c_t, from d c_T
   float* dcp = dc.data();
   float* dhp = dh.data();
   const float* w_hh = s.w_hh.data();
@@ -225,22 +247,23 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in, const
   // until every thread has written its part of dG_t, then computes its columns of
   // dh_{t-1} = dG_t W_hh ([B,4H] x [4H,H]). The next step reads only its own columns again, so one
   // barrier per step suffices.
-  parallel_team(H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
-    for (int64_t t = T - 1; t >= 0; --t) {
-      const float* act = s.acts.data() + t * B * G;
-      const float* c = s.cells.data() + t * B * H;
-      const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
-      const float* dy = grad_y.data() + t * B * H;
-      float* dg = d_gates.data() + t * B * G;
-      for (int64_t b = 0; b < B; ++b)
-        gates_backward(u1 - u0, H, act + b * G + u0, c + b * H + u0, c_prev + b * H + u0, dy + b * H + u0,
-                       dhp + b * H + u0, dcp + b * H + u0, dg + b * G + u0);
-      barrier();
-      // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1]; W_hh [4H,H] is read in place.
-      if (u1 > u0 && (t > 0 || need[1]))
-        gemm(false, false, B, u1 - u0, G, 1.0f, dg, G, w_hh + u0, H, 0.0f, dhp + u0, H);
-    }
-  });
+  parallel_team(
+      H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
+        for (int64_t t = T - 1; t >= 0; --t) {
+          const float* act = s.acts.data() + t * B * G;
+          const float* c = s.cells.data() + t * B * H;
+          const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();
+          const float* dy = grad_y.data() + t * B * H;
+          float* dg = d_gates.data() + t * B * G;
+          for (int64_t b = 0; b < B; ++b)
+            gates_backward(u1 - u0, H, act + b * G + u0, c + b * H + u0, c_prev + b * H + u0,
+                           dy + b * H + u0, dhp + b * H + u0, dcp + b * H + u0, dg + b * G + u0);
+          barrier();
+          // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1]; W_hh [4H,H] is read in place.
+          if (u1 > u0 && (t > 0 || need[1]))
+            gemm(false, false, B, u1 - u0, G, 1.0f, dg, G, w_hh + u0, H, 0.0f, dhp + u0, H);
+        }
+      });
   return lstm_weight_grads(s, d_gates, dh, dc, need);
 }
 

@@ -17,26 +17,29 @@
 namespace mg {
 
 struct ModelConfig {
-  int64_t ntoken = 10000;   // V
-  int64_t emsize = 200;     // E
-  int64_t nhid = 400;       // H of every LSTM layer but the last
-  int64_t nhidlast = 200;   // H of the last layer (mixture heads; untied softmax heads)
+  int64_t ntoken = 10000;  // V
+  int64_t emsize = 200;    // E
+  int64_t nhid = 400;      // H of every LSTM layer but the last
+  int64_t nhidlast = 200;  // H of the last layer (mixture heads; untied softmax heads)
   int64_t nlayers = 2;
-  int64_t n_experts = 1;    // K (mixture heads)
-  float dropout = 0.4f, dropouth = 0.25f, dropouti = 0.0f, dropoute = 0.1f, dropoutl = 0.0f, wdrop = 0.5f;
+  int64_t n_experts = 1;  // K (mixture heads)
+  float dropout = 0.4f, dropouth = 0.25f, dropouti = 0.0f, dropoute = 0.1f, dropoutl = 0.0f,
+        wdrop = 0.5f;
   bool tied = true;
   HeadKind head = HeadKind::Softmax;
-  bool fused_lstm = true;   // false: the step-by-step reference LSTM built from ops
-  bool fused_head = true;   // false: the loss as the plain reference nll_loss(head log_prob(h), targets)
+  bool fused_lstm = true;  // false: the step-by-step reference LSTM built from ops
+  bool fused_head =
+      true;  // false: the loss as the plain reference nll_loss(head log_prob(h), targets)
 
-  // Hidden size of each LSTM layer. The last is E for a tied softmax/sigsoftmax head (the decoder is
-  // the [V,E] embedding), else nhidlast.
+  // Hidden size of each LSTM layer. The last is E for a tied softmax/sigsoftmax head (the decoder
+  // is the [V,E] embedding), else nhidlast.
   std::vector<int64_t> layer_sizes() const;
   // Flat key=value form, for checkpoint headers and safetensors __metadata__.
   std::map<std::string, std::string> to_map() const;
   static ModelConfig from_map(const std::map<std::string, std::string>& values);
   // How many floats the model's parameters hold (a tied decoder counted once), computed without
-  // building it: loaders compare it with the file before allocating a model a crafted file describes.
+  // building it: loaders compare it with the file before allocating a model a crafted file
+  // describes.
   int64_t parameter_count() const;
   std::string summary() const;  // one line, e.g. "mos K=5 E=200 LSTM [400,400] V=10000 tied"
 };
@@ -67,7 +70,8 @@ class RNNModel : public Module {
   std::shared_ptr<Embedding> encoder;
   std::vector<std::shared_ptr<LSTMLayer>> rnns;
   std::shared_ptr<OutputHead> head;
-  Generator dropout_gen;  // every dropout mask comes from here; saved in checkpoints for exact resume
+  Generator
+      dropout_gen;  // every dropout mask comes from here; saved in checkpoints for exact resume
 };
 
 }  // namespace mg

@@ -12,8 +12,9 @@ namespace mg {
 
 namespace {
 
-// Bucket sizes: small requests round up to 16 floats; larger ones to one of 8 steps per power of two
-// (at most 12.5% waste), so the slightly different sizes of variable-length BPTT segments share buckets.
+// Bucket sizes: small requests round up to 16 floats; larger ones to one of 8 steps per power of
+// two (at most 12.5% waste), so the slightly different sizes of variable-length BPTT segments share
+// buckets.
 size_t bucket_of(size_t n) {
   if (n <= 1024) return (n + 15) & ~size_t{15};
   int msb = 63 - __builtin_clzll(n);
@@ -82,9 +83,10 @@ float* allocate_floats(size_t n) {
     return_cache_to_system();  // give the cache back and try once more before giving up
     p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
     if (!p)
-      throw std::runtime_error("out of memory: a tensor of " + std::to_string(b * sizeof(float) / 1048576.0) +
-                               " MiB could not be allocated (" + std::to_string(allocator_stats().live_bytes / 1048576.0) +
-                               " MiB held by live tensors)");
+      throw std::runtime_error(
+          "out of memory: a tensor of " + std::to_string(b * sizeof(float) / 1048576.0) +
+          " MiB could not be allocated (" +
+          std::to_string(allocator_stats().live_bytes / 1048576.0) + " MiB held by live tensors)");
     std::lock_guard<std::mutex> lock(c.mutex);
     c.stats.live_bytes += static_cast<int64_t>(b * sizeof(float));
   }
@@ -118,6 +120,5 @@ AllocatorStats allocator_stats() {
   std::lock_guard<std::mutex> lock(c.mutex);
   return c.stats;
 }
-
 
 }  // namespace mg

@@ -1,6 +1,6 @@
 // A caching allocator for tensor storage. A training step allocates the same few hundred buffers
-// every time (activations, gradients); asking the OS for fresh zeroed pages each step cost ~25% of a
-// step in page faults and memset. Freed buffers are kept in size buckets and handed out again.
+// every time (activations, gradients); asking the OS for fresh zeroed pages each step cost ~25% of
+// a step in page faults and memset. Freed buffers are kept in size buckets and handed out again.
 // Memory is not zero-initialised: Tensor::zeros fills explicitly.
 #pragma once
 
@@ -16,8 +16,8 @@ float* allocate_floats(size_t n);
 void release_floats(float* p, size_t n) noexcept;
 
 struct AllocatorStats {
-  int64_t cached_bytes = 0;     // held in the cache, ready for reuse
-  int64_t live_bytes = 0;       // handed out and not yet released
+  int64_t cached_bytes = 0;  // held in the cache, ready for reuse
+  int64_t live_bytes = 0;    // handed out and not yet released
   int64_t peak_live_bytes = 0;
   int64_t hits = 0, misses = 0;
 };

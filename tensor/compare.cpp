@@ -17,7 +17,8 @@ std::string index_str(const Shape& shape, int64_t flat) {
 std::string compare_tensors(const std::string& name, const Tensor& actual, const Tensor& expected,
                             double rtol, double atol) {
   if (actual.shape() != expected.shape())
-    return name + ": shape " + shape_str(actual.shape()) + " but expected " + shape_str(expected.shape());
+    return name + ": shape " + shape_str(actual.shape()) + " but expected " +
+           shape_str(expected.shape());
   const std::vector<float> a = actual.to_vector(), e = expected.to_vector();
   int64_t first_bad = -1, bad = 0;
   double max_diff = 0;
@@ -35,8 +36,8 @@ std::string compare_tensors(const std::string& name, const Tensor& actual, const
   os.precision(9);
   os << name << " " << shape_str(actual.shape()) << ": " << bad << " of " << a.size()
      << " elements differ; first bad index " << index_str(actual.shape(), first_bad) << ": got "
-     << a[first_bad] << ", expected " << e[first_bad] << "; max |diff| " << max_diff << " (rtol " << rtol
-     << ", atol " << atol << ")";
+     << a[first_bad] << ", expected " << e[first_bad] << "; max |diff| " << max_diff << " (rtol "
+     << rtol << ", atol " << atol << ")";
   return os.str();
 }
 

@@ -8,8 +8,8 @@
 
 namespace mg {
 
-// Passes where |actual - expected| <= atol + rtol * |expected| for every element (NaN never passes).
-// Returns "" when all pass, else a one-paragraph report.
+// Passes where |actual - expected| <= atol + rtol * |expected| for every element (NaN never
+// passes). Returns "" when all pass, else a one-paragraph report.
 std::string compare_tensors(const std::string& name, const Tensor& actual, const Tensor& expected,
                             double rtol, double atol);
 

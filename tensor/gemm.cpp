@@ -125,15 +125,18 @@ void scalar_macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float
   }
 }
 
-const Arch kScalarArch = {
-    "scalar", kScalarMr, kScalarNr, 1, /*mc=*/128, /*kc=*/256, /*nc=*/4096,
-    [](bool t, const float* A, int64_t lda, int64_t m, int64_t kc, float* Ap) {
-      pack_a_generic(kScalarMr, t, A, lda, m, kc, Ap);
-    },
-    [](bool t, const float* B, int64_t ldb, int64_t kc, int64_t n, float* Bp) {
-      pack_b_generic(kScalarNr, 1, t, B, ldb, kc, n, Bp);
-    },
-    scalar_macro};
+const Arch kScalarArch = {"scalar",
+                          kScalarMr,
+                          kScalarNr,
+                          1,
+                          /*mc=*/128,
+                          /*kc=*/256,
+                          /*nc=*/4096,
+                          [](bool t, const float* A, int64_t lda, int64_t m, int64_t kc,
+                             float* Ap) { pack_a_generic(kScalarMr, t, A, lda, m, kc, Ap); },
+                          [](bool t, const float* B, int64_t ldb, int64_t kc, int64_t n,
+                             float* Bp) { pack_b_generic(kScalarNr, 1, t, B, ldb, kc, n, Bp); },
+                          scalar_macro};
 
 // ---- Scratch memory: 64-byte aligned (full zmm lines), one A and one B buffer per thread, kept
 // between calls because the LSTM issues thousands of small products per step.
@@ -160,8 +163,12 @@ class Scratch {
 };
 thread_local Scratch tl_a, tl_b;
 
-inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-inline int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+inline int64_t round_up(int64_t a, int64_t b) {
+  return ceil_div(a, b) * b;
+}
 
 struct Problem {
   bool ta, tb;
@@ -186,8 +193,10 @@ void scale_c(const Problem& p) {
   parallel_for(p.M, std::max<int64_t>(1, 16384 / p.N), [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       float* c = p.C + i * p.ldc;
-      if (p.beta == 0) std::fill(c, c + p.N, 0.0f);
-      else if (p.beta != 1) for (int64_t j = 0; j < p.N; ++j) c[j] *= p.beta;
+      if (p.beta == 0)
+        std::fill(c, c + p.N, 0.0f);
+      else if (p.beta != 1)
+        for (int64_t j = 0; j < p.N; ++j) c[j] *= p.beta;
     }
   });
 }
@@ -252,10 +261,11 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
 }
 
 // Thread t of T takes a slab of C: a range of rows when M >= N, else a range of columns (e.g. the
-// head's [d W^T; d b], M = E+1 = 201 rows by V = 10000 columns), cut on register-tile boundaries. Splitting the
-// longer side keeps the duplicated work small: each thread packs all of the other operand's
-// panels, a cost proportional to T / max(M, N) of the multiply. k is never split (no reduction
-// across threads), and the kc blocking depends on K alone, so the result does not depend on T.
+// head's [d W^T; d b], M = E+1 = 201 rows by V = 10000 columns), cut on register-tile boundaries.
+// Splitting the longer side keeps the duplicated work small: each thread packs all of the other
+// operand's panels, a cost proportional to T / max(M, N) of the multiply. k is never split (no
+// reduction across threads), and the kc blocking depends on K alone, so the result does not depend
+// on T.
 void run_slab(const Arch& g, const Problem& p, int64_t kc_blk, bool by_rows, int t, int T) {
   if (by_rows) {
     const int64_t units = ceil_div(p.M, g.mr);
@@ -296,8 +306,10 @@ bool cpu_has(GemmKernel kind) {
   switch (kind) {
     case GemmKernel::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-    case GemmKernel::kAvx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    default: return true;
+    case GemmKernel::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    default:
+      return true;
   }
 #else
   return kind == GemmKernel::kScalar || kind == GemmKernel::kAuto;
@@ -306,9 +318,12 @@ bool cpu_has(GemmKernel kind) {
 
 const Arch& arch_of(GemmKernel kind) {
   switch (kind) {
-    case GemmKernel::kAvx512: return arch_avx512();
-    case GemmKernel::kAvx2: return arch_avx2();
-    default: return kScalarArch;
+    case GemmKernel::kAvx512:
+      return arch_avx512();
+    case GemmKernel::kAvx2:
+      return arch_avx2();
+    default:
+      return kScalarArch;
   }
 }
 
@@ -317,28 +332,36 @@ const Arch& arch_of(GemmKernel kind) {
 
 const char* gemm_kernel_name(GemmKernel kind) {
   switch (kind) {
-    case GemmKernel::kAuto: return "auto";
-    case GemmKernel::kScalar: return "scalar";
-    case GemmKernel::kAvx2: return "avx2";
-    case GemmKernel::kAvx512: return "avx512";
+    case GemmKernel::kAuto:
+      return "auto";
+    case GemmKernel::kScalar:
+      return "scalar";
+    case GemmKernel::kAvx2:
+      return "avx2";
+    case GemmKernel::kAvx512:
+      return "avx512";
   }
   return "?";
 }
 
-bool gemm_kernel_supported(GemmKernel kind) { return gemm_detail::cpu_has(kind); }
+bool gemm_kernel_supported(GemmKernel kind) {
+  return gemm_detail::cpu_has(kind);
+}
 
 GemmKernel gemm_default_kernel() {
   static const GemmKernel best = gemm_detail::cpu_has(GemmKernel::kAvx512) ? GemmKernel::kAvx512
                                  : gemm_detail::cpu_has(GemmKernel::kAvx2) ? GemmKernel::kAvx2
-                                                                            : GemmKernel::kScalar;
+                                                                           : GemmKernel::kScalar;
   return best;
 }
 
 bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
                       float alpha, const float* A, int64_t lda, const float* B, int64_t ldb,
                       float beta, float* C, int64_t ldc) {
-  if (kind == GemmKernel::kAuto) kind = gemm_default_kernel();  // cached: no CPU query per call
-  else if (!gemm_kernel_supported(kind)) return false;
+  if (kind == GemmKernel::kAuto)
+    kind = gemm_default_kernel();  // cached: no CPU query per call
+  else if (!gemm_kernel_supported(kind))
+    return false;
   const gemm_detail::Problem p{trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc};
   gemm_detail::run(gemm_detail::arch_of(kind), p);
   return true;
@@ -348,14 +371,19 @@ namespace {
 std::atomic<GemmPath> g_gemm_path{GemmPath::kFast};  // atomic: GEMMs read it from every thread
 }  // namespace
 
-GemmPath set_gemm_path(GemmPath path) { return g_gemm_path.exchange(path); }
-GemmPath gemm_path() { return g_gemm_path.load(std::memory_order_relaxed); }
+GemmPath set_gemm_path(GemmPath path) {
+  return g_gemm_path.exchange(path);
+}
+GemmPath gemm_path() {
+  return g_gemm_path.load(std::memory_order_relaxed);
+}
 
 void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (gemm_path() == GemmPath::kReference)
     return gemm_reference(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  gemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  gemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                   ldc);
 }
 
 }  // namespace mg

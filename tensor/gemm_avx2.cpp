@@ -53,8 +53,9 @@ MG_AVX2 void micro(int64_t kc, const float* __restrict a, const float* __restric
     for (int v = 0; v < NV; ++v) {
       __m256 r;
       if (v < NV - 1 || n_last == 8) {
-        r = beta == 0 ? _mm256_mul_ps(va, acc[i][v])
-                      : _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, _mm256_loadu_ps(row + 8 * v)));
+        r = beta == 0
+                ? _mm256_mul_ps(va, acc[i][v])
+                : _mm256_fmadd_ps(va, acc[i][v], _mm256_mul_ps(vb, _mm256_loadu_ps(row + 8 * v)));
         _mm256_storeu_ps(row + 8 * v, r);
       } else {
         const __m256i mask = v == NV - 1 ? last : all;
@@ -67,8 +68,8 @@ MG_AVX2 void micro(int64_t kc, const float* __restrict a, const float* __restric
   }
 }
 
-using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float, float,
-                        int);
+using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float,
+                         float, int);
 
 template <int M>
 constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>};
@@ -103,8 +104,8 @@ void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_t n, floa
 const Arch& arch_avx2() {
   // kc x 16 floats of B (16 KiB at kc = 256) stay in a 32 KiB L1; mc x kc of A (168 x 256 floats,
   // 168 KiB) in L2; the B panel (256 x 4080, 4 MiB) in L3 (the BLIS Haswell sgemm blocking).
-  static const Arch arch = {"avx2", kMr, kNr, 8, /*mc=*/168, /*kc=*/256, /*nc=*/4080,
-                            pack_a, pack_b, macro};
+  static const Arch arch = {"avx2",     kMr,         kNr,    8,      /*mc=*/168,
+                            /*kc=*/256, /*nc=*/4080, pack_a, pack_b, macro};
   return arch;
 }
 

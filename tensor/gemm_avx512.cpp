@@ -37,7 +37,7 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restr
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-  // Fetch the C tile while the k loop runs, so the update at the end does not stall on memory.
+      // Fetch the C tile while the k loop runs, so the update at the end does not stall on memory.
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
@@ -77,8 +77,8 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restr
   }
 }
 
-using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float, float,
-                        int);
+using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float,
+                         float, int);
 
 template <int M>
 constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>, micro<M, 3>};
@@ -147,8 +147,10 @@ MG_AVX512 void transpose_pack(const float* src, int64_t ld, int rows, int64_t kc
 
 MG_AVX512 void transpose_pack(const float* src, int64_t ld, int rows, int64_t kc, float* dst,
                               int64_t dst_ld) {
-  if (rows == 8) transpose_pack<true>(src, ld, 8, kc, dst, dst_ld);
-  else transpose_pack<false>(src, ld, rows, kc, dst, dst_ld);
+  if (rows == 8)
+    transpose_pack<true>(src, ld, 8, kc, dst, dst_ld);
+  else
+    transpose_pack<false>(src, ld, rows, kc, dst, dst_ld);
 }
 
 MG_AVX512 void pack_a(bool trans, const float* A, int64_t lda, int64_t m, int64_t kc, float* Ap) {
@@ -182,7 +184,8 @@ MG_AVX512 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64
           for (int v = 0; v < w / 16; ++v) {
             const int left = cols - 16 * v;
             const __mmask16 mask = static_cast<__mmask16>(left >= 16 ? 0xffff : (1u << left) - 1);
-            _mm512_storeu_ps(dst + k * w + 16 * v, _mm512_maskz_loadu_ps(mask, src + k * ldb + 16 * v));
+            _mm512_storeu_ps(dst + k * w + 16 * v,
+                             _mm512_maskz_loadu_ps(mask, src + k * ldb + 16 * v));
           }
       }
     } else {
@@ -207,8 +210,8 @@ const Arch& arch_avx512() {
   //    not fit L1 but streams from L2 fast enough: 192 bytes per 12 cycles of FMAs.
   //  * mc = 256: the A block (256 x 512 floats, 512 KiB) stays in the core's L2.
   //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
-  static const Arch arch = {"avx512", kMr, kNr, 16, /*mc=*/256, /*kc=*/512, /*nc=*/3072,
-                            pack_a, pack_b, macro};
+  static const Arch arch = {"avx512",   kMr,         kNr,    16,     /*mc=*/256,
+                            /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro};
   return arch;
 }
 

@@ -17,7 +17,9 @@ constexpr int64_t kElementwiseGrain = 16384;
 // writes, so GCC reloads it after every store and gives up vectorizing. The bodies therefore copy
 // what they read into locals first (checked with -fopt-info-vec).
 
-inline Tensor contiguous_data(const Tensor& t) { return t.is_contiguous() ? t : copy_contiguous(t); }
+inline Tensor contiguous_data(const Tensor& t) {
+  return t.is_contiguous() ? t : copy_contiguous(t);
+}
 
 // out[i] = f(x[i]); out is a fresh contiguous tensor of x's shape.
 template <typename F>
@@ -62,16 +64,20 @@ Tensor map_binary_on(CudaBinary fn, const Tensor& a, const Tensor& b, F f) {
 }
 
 // A contiguous tensor seen as [outer, n, inner] around dimension `dim` (n = size of dim): every
-// reduction/softmax over `dim` is a loop over (outer, inner) pairs of length-n lines of stride inner.
+// reduction/softmax over `dim` is a loop over (outer, inner) pairs of length-n lines of stride
+// inner.
 struct DimSplit {
   int64_t outer = 1, n = 1, inner = 1;
 };
 inline DimSplit split_at(const Shape& shape, int dim) {
   DimSplit s;
   for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    if (d < dim) s.outer *= shape[d];
-    else if (d == dim) s.n = shape[d];
-    else s.inner *= shape[d];
+    if (d < dim)
+      s.outer *= shape[d];
+    else if (d == dim)
+      s.n = shape[d];
+    else
+      s.inner *= shape[d];
   }
   return s;
 }
@@ -79,8 +85,10 @@ inline DimSplit split_at(const Shape& shape, int dim) {
 // The shape after reducing `dim` (kept as size 1 when keepdim).
 inline Shape reduced_shape(const Shape& shape, int dim, bool keepdim) {
   Shape out = shape;
-  if (keepdim) out[dim] = 1;
-  else out.erase(out.begin() + dim);
+  if (keepdim)
+    out[dim] = 1;
+  else
+    out.erase(out.begin() + dim);
   return out;
 }
 

@@ -18,7 +18,8 @@ Tensor cuda_map_unary(CudaUnary fn, const Tensor& x_in, float scalar) {
   return out;
 }
 
-Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a_in, const Tensor& b_in) {
+Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
+                       const Tensor& b_in) {
   check_same_device(op, {a_in, b_in});
   if (a_in.shape() == b_in.shape()) {
     const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
@@ -41,12 +42,13 @@ Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
     }
     return l;
   };
-  cuda_broadcast_binary(fn, a_in.impl().storage->data, expanded(a_in), b_in.impl().storage->data, expanded(b_in),
-                        out.data_ptr(), cuda_layout(out));
+  cuda_broadcast_binary(fn, a_in.impl().storage->data, expanded(a_in), b_in.impl().storage->data,
+                        expanded(b_in), out.data_ptr(), cuda_layout(out));
   return out;
 }
 
-DeviceIndices::DeviceIndices(const std::vector<int64_t>& host) : n_(static_cast<int64_t>(host.size())) {
+DeviceIndices::DeviceIndices(const std::vector<int64_t>& host)
+    : n_(static_cast<int64_t>(host.size())) {
   const size_t bytes = std::max<size_t>(1, host.size()) * sizeof(int64_t);
   data_ = static_cast<int64_t*>(cuda_allocate_bytes(bytes));
   try {
@@ -57,6 +59,8 @@ DeviceIndices::DeviceIndices(const std::vector<int64_t>& host) : n_(static_cast<
   }
 }
 
-DeviceIndices::~DeviceIndices() { cuda_release_bytes(data_, std::max<int64_t>(1, n_) * sizeof(int64_t)); }
+DeviceIndices::~DeviceIndices() {
+  cuda_release_bytes(data_, std::max<int64_t>(1, n_) * sizeof(int64_t));
+}
 
 }  // namespace mg

@@ -78,12 +78,14 @@ void parallel_team(int64_t n, int64_t align, int max_threads, const Fn& fn) {
   if (n <= 0) return;
 #ifdef _OPENMP
   const int64_t units = (n + align - 1) / align;
-  const int threads = static_cast<int>(std::min<int64_t>({max_threads, omp_get_max_threads(), units}));
+  const int threads =
+      static_cast<int>(std::min<int64_t>({max_threads, omp_get_max_threads(), units}));
   if (threads > 1 && !omp_in_parallel()) {
 #pragma omp parallel num_threads(threads)
     {
       const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
-      const int64_t begin = std::min(n, units * t / nt * align), end = std::min(n, units * (t + 1) / nt * align);
+      const int64_t begin = std::min(n, units * t / nt * align),
+                    end = std::min(n, units * (t + 1) / nt * align);
       fn(begin, end, TeamBarrier(nt > 1));
     }
     return;

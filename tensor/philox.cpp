@@ -14,8 +14,8 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, uint64_t key64) 
 float philox_uniform(uint64_t seed, uint64_t index) {
   // Four numbers per block: block = index / 4, word = index % 4.
   const uint64_t block = index >> 2;
-  const auto words = philox4x32(
-      {static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}, seed);
+  const auto words =
+      philox4x32({static_cast<uint32_t>(block), static_cast<uint32_t>(block >> 32), 0u, 0u}, seed);
   return philox_to_uniform(words[index & 3]);
 }
 
@@ -38,8 +38,8 @@ void philox4x32_lanes(uint64_t first_block, uint64_t key64, uint32_t words[4][kL
   uint32_t k0 = static_cast<uint32_t>(key64), k1 = static_cast<uint32_t>(key64 >> 32);
   for (int round = 0; round < kPhiloxRounds; ++round) {
     const Lanes p0 = c0 * uint64_t{kPhiloxMul0}, p1 = c2 * uint64_t{kPhiloxMul1};
-    c0 = (p1 >> 32) ^ c1 ^ uint64_t{k0};
-    c2 = (p0 >> 32) ^ c3 ^ uint64_t{k1};
+    c0 = (p1 >> 32) ^ c1 ^ uint64_t { k0 };
+    c2 = (p0 >> 32) ^ c3 ^ uint64_t { k1 };
     c1 = p1 & low32;
     c3 = p0 & low32;
     k0 += kPhiloxWeyl0;

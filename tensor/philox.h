@@ -1,6 +1,7 @@
-// Counter-based random numbers (Philox4x32-10, Salmon et al. 2011, "Parallel random numbers: as easy
-// as 1, 2, 3"). The i-th number of a draw depends only on (seed, offset + i), never on which thread
-// computed it or in which order — so CPU and CUDA, 1 thread or 16, draw the same dropout masks.
+// Counter-based random numbers (Philox4x32-10, Salmon et al. 2011, "Parallel random numbers: as
+// easy as 1, 2, 3"). The i-th number of a draw depends only on (seed, offset + i), never on which
+// thread computed it or in which order — so CPU and CUDA, 1 thread or 16, draw the same dropout
+// masks.
 #pragma once
 
 #include <array>

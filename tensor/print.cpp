@@ -38,7 +38,9 @@ void print_dim(std::ostringstream& os, const Tensor& t, int d, int64_t pos, int 
 
 }  // namespace
 
-void set_grad_fn_namer(GradFnNamer namer) { g_grad_fn_namer = namer; }
+void set_grad_fn_namer(GradFnNamer namer) {
+  g_grad_fn_namer = namer;
+}
 
 std::string Tensor::debug_string(int max_per_dim) const {
   if (!defined()) return "Tensor(undefined)";
@@ -61,12 +63,16 @@ std::string Tensor::debug_string(int max_per_dim) const {
   }
   os << ", shape=" << shape_str(shape());
   if (!name().empty()) os << ", name=" << name();
-  if (grad_fn()) os << ", grad_fn=" << (g_grad_fn_namer ? g_grad_fn_namer(*grad_fn()) : "?");
-  else if (requires_grad()) os << ", requires_grad";
+  if (grad_fn())
+    os << ", grad_fn=" << (g_grad_fn_namer ? g_grad_fn_namer(*grad_fn()) : "?");
+  else if (requires_grad())
+    os << ", requires_grad";
   os << ')';
   return os.str();
 }
 
 }  // namespace mg
 
-extern "C" void mg_print(const mg::Tensor* t) { std::cerr << t->debug_string() << std::endl; }
+extern "C" void mg_print(const mg::Tensor* t) {
+  std::cerr << t->debug_string() << std::endl;
+}

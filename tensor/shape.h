@@ -29,7 +29,8 @@ Shape broadcast_shapes(const std::string& op, const Shape& a, const Shape& b);
 // Turns a possibly negative dim (-1 = last) into an index in [0, rank); throws with the op name.
 int normalize_dim(const std::string& op, int dim, int rank);
 
-// The error type of every shape/argument mistake: a std::invalid_argument whose message names the op.
+// The error type of every shape/argument mistake: a std::invalid_argument whose message names the
+// op.
 struct ShapeError : std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };

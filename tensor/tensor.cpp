@@ -9,7 +9,9 @@
 
 namespace mg {
 
-const char* device_name(Device device) { return device == Device::CPU ? "cpu" : "cuda"; }
+const char* device_name(Device device) {
+  return device == Device::CPU ? "cpu" : "cuda";
+}
 
 Device parse_device(const std::string& name) {
   if (name == "cpu") return Device::CPU;
@@ -23,18 +25,22 @@ void require_cuda() {
 }
 
 Storage::Storage(size_t n, Device where)
-    : data(where == Device::CPU ? allocate_floats(n) : static_cast<float*>(cuda_allocate_bytes(n * sizeof(float)))),
-      size(n), device(where) {}
+    : data(where == Device::CPU ? allocate_floats(n)
+                                : static_cast<float*>(cuda_allocate_bytes(n * sizeof(float)))),
+      size(n),
+      device(where) {}
 
 Storage::~Storage() {
-  if (device == Device::CPU) release_floats(data, size);
-  else cuda_release_bytes(data, size * sizeof(float));
+  if (device == Device::CPU)
+    release_floats(data, size);
+  else
+    cuda_release_bytes(data, size * sizeof(float));
 }
 
 CudaLayout cuda_layout(const Tensor& t) {
   if (t.dim() > kCudaMaxDims)
-    throw ShapeError("cuda: tensors of rank " + std::to_string(t.dim()) + " > " + std::to_string(kCudaMaxDims) +
-                     " are not supported");
+    throw ShapeError("cuda: tensors of rank " + std::to_string(t.dim()) + " > " +
+                     std::to_string(kCudaMaxDims) + " are not supported");
   CudaLayout l;
   l.rank = t.dim();
   for (int d = 0; d < l.rank; ++d) l.shape[d] = t.shape()[d], l.strides[d] = t.strides()[d];
@@ -43,7 +49,8 @@ CudaLayout cuda_layout(const Tensor& t) {
 }
 
 TensorImpl& Tensor::impl() const {
-  if (!impl_) throw std::logic_error("use of an undefined Tensor (default-constructed or moved-from)");
+  if (!impl_)
+    throw std::logic_error("use of an undefined Tensor (default-constructed or moved-from)");
   return *impl_;
 }
 
@@ -57,9 +64,15 @@ static Tensor make_contiguous(const Shape& shape, Device device = Device::CPU) {
   return Tensor(std::move(impl));
 }
 
-Tensor Tensor::empty(const Shape& shape, Device device) { return make_contiguous(shape, device); }
-Tensor Tensor::zeros(const Shape& shape, Device device) { return full(shape, 0.0f, device); }
-Tensor Tensor::ones(const Shape& shape, Device device) { return full(shape, 1.0f, device); }
+Tensor Tensor::empty(const Shape& shape, Device device) {
+  return make_contiguous(shape, device);
+}
+Tensor Tensor::zeros(const Shape& shape, Device device) {
+  return full(shape, 0.0f, device);
+}
+Tensor Tensor::ones(const Shape& shape, Device device) {
+  return full(shape, 1.0f, device);
+}
 
 Tensor Tensor::full(const Shape& shape, float value, Device device) {
   Tensor t = make_contiguous(shape, device);
@@ -72,7 +85,9 @@ Tensor Tensor::full(const Shape& shape, float value, Device device) {
   return t;
 }
 
-Tensor Tensor::scalar(float value) { return full({}, value); }
+Tensor Tensor::scalar(float value) {
+  return full({}, value);
+}
 
 Tensor Tensor::arange(int64_t n) {
   Tensor t = make_contiguous({n});
@@ -108,13 +123,16 @@ Tensor Tensor::normal(const Shape& shape, float mean, float std, Generator& gen)
   float* out = t.data();
   parallel_for(n, 4096, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
-      out[i] = mean + std * static_cast<float>(philox_normal(gen.seed, first + 2 * static_cast<uint64_t>(i)));
+      out[i] = mean + std * static_cast<float>(
+                                philox_normal(gen.seed, first + 2 * static_cast<uint64_t>(i)));
     }
   });
   return t;
 }
 
-int64_t Tensor::size(int d) const { return impl().shape[normalize_dim("size", d, dim())]; }
+int64_t Tensor::size(int d) const {
+  return impl().shape[normalize_dim("size", d, dim())];
+}
 
 bool Tensor::is_contiguous() const {
   const TensorImpl& t = impl();
@@ -128,8 +146,10 @@ bool Tensor::is_contiguous() const {
 
 static void check_on_cpu(const Tensor& t) {
   if (t.device() != Device::CPU)
-    throw std::logic_error("data(): tensor" + (t.name().empty() ? std::string() : " '" + t.name() + "'") + " " +
-                           shape_str(t.shape()) + " lives on cuda; a host loop cannot read it (use .cpu(), or "
+    throw std::logic_error("data(): tensor" +
+                           (t.name().empty() ? std::string() : " '" + t.name() + "'") + " " +
+                           shape_str(t.shape()) +
+                           " lives on cuda; a host loop cannot read it (use .cpu(), or "
                            "data_ptr() in GPU code)");
 }
 
@@ -161,8 +181,8 @@ float Tensor::at(std::initializer_list<int64_t> index) const {
   int64_t pos = impl().offset, d = 0;
   for (int64_t i : index) {
     if (i < 0 || i >= shape()[d])
-      throw ShapeError("at: index " + std::to_string(i) + " out of range in dim " + std::to_string(d) +
-                       " of " + shape_str(shape()));
+      throw ShapeError("at: index " + std::to_string(i) + " out of range in dim " +
+                       std::to_string(d) + " of " + shape_str(shape()));
     pos += i * strides()[d++];
   }
   return impl().storage->data[pos];
@@ -180,8 +200,10 @@ Tensor Tensor::to(Device device) const {
   const Tensor src = is_contiguous() ? *this : copy_contiguous(*this);  // on the source device
   Tensor out = make_contiguous(shape(), device);
   const size_t bytes = static_cast<size_t>(numel()) * sizeof(float);
-  if (device == Device::CUDA) cuda_copy_to_device(out.data_ptr(), src.data_ptr(), bytes);
-  else cuda_copy_to_host(out.data_ptr(), src.data_ptr(), bytes);
+  if (device == Device::CUDA)
+    cuda_copy_to_device(out.data_ptr(), src.data_ptr(), bytes);
+  else
+    cuda_copy_to_host(out.data_ptr(), src.data_ptr(), bytes);
   out.impl().name = name();
   return out;
 }
@@ -193,20 +215,29 @@ void copy_into(Tensor& dst, const Tensor& src) {
   const Tensor s = src.to(dst.device());
   const Tensor c = s.is_contiguous() ? s : copy_contiguous(s);
   const size_t bytes = static_cast<size_t>(dst.numel()) * sizeof(float);
-  if (dst.is_cuda()) cuda_copy_on_device(dst.data_ptr(), c.data_ptr(), bytes);
-  else if (bytes) std::memcpy(dst.data(), c.data(), bytes);
+  if (dst.is_cuda())
+    cuda_copy_on_device(dst.data_ptr(), c.data_ptr(), bytes);
+  else if (bytes)
+    std::memcpy(dst.data(), c.data(), bytes);
 }
 
 void copy_into(Tensor& dst, const std::vector<float>& host_values) {
   if (static_cast<int64_t>(host_values.size()) != dst.numel() || !dst.is_contiguous())
-    throw ShapeError("copy_into: " + std::to_string(host_values.size()) + " values into " + shape_str(dst.shape()));
+    throw ShapeError("copy_into: " + std::to_string(host_values.size()) + " values into " +
+                     shape_str(dst.shape()));
   const size_t bytes = host_values.size() * sizeof(float);
-  if (dst.is_cuda()) cuda_copy_to_device(dst.data_ptr(), host_values.data(), bytes);
-  else if (bytes) std::memcpy(dst.data(), host_values.data(), bytes);
+  if (dst.is_cuda())
+    cuda_copy_to_device(dst.data_ptr(), host_values.data(), bytes);
+  else if (bytes)
+    std::memcpy(dst.data(), host_values.data(), bytes);
 }
 
-Tensor Tensor::grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
-void Tensor::zero_grad() { impl().grad.reset(); }
+Tensor Tensor::grad() const {
+  return impl().grad ? Tensor(impl().grad) : Tensor();
+}
+void Tensor::zero_grad() {
+  impl().grad.reset();
+}
 
 Tensor Tensor::detach() const {
   Tensor v = make_view(*this, shape(), strides(), impl().offset);
@@ -287,8 +318,10 @@ Tensor copy_contiguous(const Tensor& t) {
       }
       const float* from = src + pos;
       float* to = dst + r * in;
-      if (step == 1) std::copy(from, from + in, to);
-      else for (int64_t i = 0; i < in; ++i) to[i] = from[i * step];
+      if (step == 1)
+        std::copy(from, from + in, to);
+      else
+        for (int64_t i = 0; i < in; ++i) to[i] = from[i * step];
     }
   });
   return out;
@@ -304,16 +337,19 @@ void check_same_device(const std::string& op, const std::vector<Tensor>& tensors
   const Tensor* first = nullptr;
   for (const Tensor& t : tensors) {
     if (!t.defined()) continue;
-    if (!first) first = &t;
+    if (!first)
+      first = &t;
     else if (t.device() != first->device())
-      throw std::invalid_argument(op + ": inputs are on different devices: " + device_name(first->device()) + " and " +
-                                  device_name(t.device()) + " (move them with .to(), or the model with --device)");
+      throw std::invalid_argument(
+          op + ": inputs are on different devices: " + device_name(first->device()) + " and " +
+          device_name(t.device()) + " (move them with .to(), or the model with --device)");
   }
 }
 
 void check_same_shape(const std::string& op, const Tensor& a, const Tensor& b) {
   if (a.shape() != b.shape())
-    throw ShapeError(op + ": shapes differ: " + shape_str(a.shape()) + " vs " + shape_str(b.shape()));
+    throw ShapeError(op + ": shapes differ: " + shape_str(a.shape()) + " vs " +
+                     shape_str(b.shape()));
 }
 
 }  // namespace mg

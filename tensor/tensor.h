@@ -1,8 +1,8 @@
 // The tensor: a float32, row-major, N-d view onto shared storage, plus the autograd fields.
 //
-// A Tensor is a cheap handle (a shared_ptr to a TensorImpl). Copying a Tensor copies the handle, not
-// the numbers. Views (reshape, narrow, transpose) share storage with different shape/strides/offset;
-// `contiguous()` copies only when the layout is not already row-major.
+// A Tensor is a cheap handle (a shared_ptr to a TensorImpl). Copying a Tensor copies the handle,
+// not the numbers. Views (reshape, narrow, transpose) share storage with different
+// shape/strides/offset; `contiguous()` copies only when the layout is not already row-major.
 #pragma once
 
 #include <initializer_list>
@@ -61,8 +61,8 @@ class Tensor {
   static Tensor zeros(const Shape& shape, Device device = Device::CPU);
   static Tensor ones(const Shape& shape, Device device = Device::CPU);
   static Tensor full(const Shape& shape, float value, Device device = Device::CPU);
-  static Tensor scalar(float value);             // rank 0
-  static Tensor arange(int64_t n);               // [n]: 0, 1, ..., n-1
+  static Tensor scalar(float value);  // rank 0
+  static Tensor arange(int64_t n);    // [n]: 0, 1, ..., n-1
   static Tensor from_vector(const std::vector<float>& values, const Shape& shape);
   // Uniform in [low, high) and normal(mean, std) from the counter-based generator: element i gets
   // the draw at position gen.offset + i (normal uses two positions per element).
@@ -87,9 +87,9 @@ class Tensor {
   // The first element's address on whichever device holds it (a device pointer for CUDA).
   float* data_ptr() const { return impl().storage->data + impl().offset; }
   // These three copy from the GPU first when the tensor lives there.
-  float item() const;                                       // the value of a 1-element tensor
-  float at(std::initializer_list<int64_t> index) const;     // strided read, bounds-checked
-  std::vector<float> to_vector() const;                     // values in row-major order
+  float item() const;                                    // the value of a 1-element tensor
+  float at(std::initializer_list<int64_t> index) const;  // strided read, bounds-checked
+  std::vector<float> to_vector() const;                  // values in row-major order
 
   // ---- devices ----
   // A contiguous copy on `device`, cut from the graph (a new leaf, requires_grad false); the

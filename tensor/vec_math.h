@@ -1,6 +1,6 @@
-// exp that the compiler can vectorize. glibc's expf is a scalar call, and softmax-style loops over a
-// 10,000-word vocabulary spend most of their time in it. This one is branch-free, so loops using it
-// compile to AVX-512/AVX2 code; accuracy ~1 ulp (relative error < 1.2e-7) on [-87.3, 88.7].
+// exp that the compiler can vectorize. glibc's expf is a scalar call, and softmax-style loops over
+// a 10,000-word vocabulary spend most of their time in it. This one is branch-free, so loops using
+// it compile to AVX-512/AVX2 code; accuracy ~1 ulp (relative error < 1.2e-7) on [-87.3, 88.7].
 //   exp(x) = 2^n · exp(r),  n = round(x / ln 2),  r = x − n·ln 2 (Cody–Waite, two-part ln 2),
 //   exp(r) = 1 + r + r²·P(r) on |r| ≤ ln2/2 (minimax coefficients as in Cephes' expf).
 #pragma once
@@ -18,8 +18,8 @@ inline float vexp(float x) {
   const float lo = -87.33654f, hi = 88.72283f;
   x = x < lo ? lo : (x > hi ? hi : x);
   const float n = std::nearbyint(x * 1.44269504088896341f);
-  float r = x - n * 0.693359375f;      // ln 2, high part (exact in float)
-  r = r - n * -2.12194440e-4f;         // ln 2, low part
+  float r = x - n * 0.693359375f;  // ln 2, high part (exact in float)
+  r = r - n * -2.12194440e-4f;     // ln 2, low part
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
   p = p * r + 8.3334519073e-3f;
@@ -32,7 +32,8 @@ inline float vexp(float x) {
   const int32_t half = ni / 2;  // split so 2^n never overflows the exponent field when n = 128
   // Shifted as unsigned: for a NaN input n is NaN, the conversion gives INT_MIN on x86 and the
   // result is NaN anyway (e is NaN), but a left shift of that negative int would be undefined.
-  const uint32_t b1 = static_cast<uint32_t>(half + 127) << 23, b2 = static_cast<uint32_t>(ni - half + 127) << 23;
+  const uint32_t b1 = static_cast<uint32_t>(half + 127) << 23,
+                 b2 = static_cast<uint32_t>(ni - half + 127) << 23;
   float s1, s2;
   std::memcpy(&s1, &b1, sizeof s1);
   std::memcpy(&s2, &b2, sizeof s2);
@@ -89,11 +90,11 @@ namespace mg {
 inline float vlog(float x) {
   int32_t bits;
   std::memcpy(&bits, &x, sizeof bits);
-  int32_t e = ((bits >> 23) & 0xff) - 126;            // x = m·2^e with m in [0.5, 1)
+  int32_t e = ((bits >> 23) & 0xff) - 126;  // x = m·2^e with m in [0.5, 1)
   int32_t mbits = (bits & 0x007fffff) | 0x3f000000;
   float m;
   std::memcpy(&m, &mbits, sizeof m);
-  const bool small = m < 0.707106781186547524f;       // move m into [√½, √2)
+  const bool small = m < 0.707106781186547524f;  // move m into [√½, √2)
   e = small ? e - 1 : e;
   const float f = small ? m + m - 1.0f : m - 1.0f;
   const float z = f * f;
@@ -119,7 +120,9 @@ inline float vlog1p(float y) {
   return vlog(u) - ((u - 1.0f) - y) / u;
 }
 
-inline float vsigmoid(float x) { return 1.0f / (1.0f + vexp(-x)); }
+inline float vsigmoid(float x) {
+  return 1.0f / (1.0f + vexp(-x));
+}
 
 // tanh, branch-free so that the LSTM's gate loops vectorize; ~2 ulp (glibc's tanhf is a scalar call
 // and was 8% of a small-model training step). Two forms, as in Cephes' tanhf:

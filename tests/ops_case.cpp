@@ -21,17 +21,21 @@ OpsCase::OpsCase(const std::string& name, std::initializer_list<const char*> inp
 
 const mg::Tensor& OpsCase::operator[](const std::string& key) const {
   auto it = leaves_.find(key);
-  if (it == leaves_.end()) throw std::runtime_error("case " + name_ + " has no input '" + key + "'");
+  if (it == leaves_.end())
+    throw std::runtime_error("case " + name_ + " has no input '" + key + "'");
   return it->second;
 }
 
-std::vector<int64_t> OpsCase::ints(const std::string& key) const { return fixtures().ints(name_ + "." + key); }
+std::vector<int64_t> OpsCase::ints(const std::string& key) const {
+  return fixtures().ints(name_ + "." + key);
+}
 
 void OpsCase::check(const mg::Tensor& out, double rtol, double atol) const {
   SCOPED_TRACE("fixture case '" + name_ + "' in tests/fixtures/ops.txt");
   const mg::Tensor& expected_out = fixtures().get(name_ + ".out");
   EXPECT_TENSOR_NEAR(out, expected_out, rtol, atol);
-  if (out.shape() != expected_out.shape()) return;  // the gradients would only repeat the shape error
+  if (out.shape() != expected_out.shape())
+    return;  // the gradients would only repeat the shape error
 
   const mg::Tensor R = fixtures().get(name_ + ".R");  // [out's shape]
   mg::sum(mg::mul(out, R)).backward();

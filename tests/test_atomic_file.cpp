@@ -43,9 +43,11 @@ pid_t dead_pid() {
 TEST(AtomicFile, TemporariesAreUniquePerWriterAndProcess) {
   mgtest::TempDir dir;
   const std::string path = dir.file("f.bin");
-  mg::AtomicFileWriter a(path), b(path);  // two saves of one path at once, as two runs on one --save
+  mg::AtomicFileWriter a(path),
+      b(path);  // two saves of one path at once, as two runs on one --save
   EXPECT_NE(a.tmp_path(), b.tmp_path());
-  EXPECT_EQ(a.tmp_path().rfind(path + ".tmp." + std::to_string(::getpid()) + ".", 0), 0u) << a.tmp_path();
+  EXPECT_EQ(a.tmp_path().rfind(path + ".tmp." + std::to_string(::getpid()) + ".", 0), 0u)
+      << a.tmp_path();
   a.write("first", 5);
   b.write("second", 6);
   a.commit();
@@ -184,7 +186,9 @@ TEST(LittleEndian, IntegersAndFloatsRoundTrip) {
 
   const std::vector<float> v = {1.0f, -2.5f, 3e-38f};
   std::string bytes;
-  mg::write_le_floats(v.data(), v.size(), [&](const void* b, size_t n) { bytes.append(static_cast<const char*>(b), n); });
+  mg::write_le_floats(v.data(), v.size(), [&](const void* b, size_t n) {
+    bytes.append(static_cast<const char*>(b), n);
+  });
   EXPECT_EQ(bytes.substr(0, 4), std::string("\x00\x00\x80\x3f", 4));  // 1.0f
   std::vector<float> back(v.size());
   mg::read_le_floats(reinterpret_cast<const unsigned char*>(bytes.data()), v.size(), back.data());

@@ -34,7 +34,8 @@ TEST(Autograd, GradientsAccumulateUntilZeroGrad) {
 
 TEST(Autograd, LeavesNeverShareAGradient) {
   // A leaf adopts a gradient tensor only when nothing else holds it. add's backward hands the same
-  // tensor to both inputs, so each leaf must get its own copy: writing one must not change the other.
+  // tensor to both inputs, so each leaf must get its own copy: writing one must not change the
+  // other.
   Tensor a = Tensor::from_vector({1, 2, 3}, {3}).requires_grad_();
   Tensor b = Tensor::from_vector({4, 5, 6}, {3}).requires_grad_();
   sum(add(a, b)).backward();
@@ -144,5 +145,6 @@ TEST(Autograd, GraphDumpsNameOpsAndParameters) {
   EXPECT_EQ(dot.rfind("digraph autograd {", 0), 0u) << dot;
   EXPECT_NE(dot.find("label=\"decoder.weight [3,2]\""), std::string::npos) << dot;
   EXPECT_NE(dot.find("->"), std::string::npos) << dot;
-  EXPECT_NE(loss.debug_string().find("grad_fn=mul_scalar"), std::string::npos) << loss.debug_string();
+  EXPECT_NE(loss.debug_string().find("grad_fn=mul_scalar"), std::string::npos)
+      << loss.debug_string();
 }

@@ -15,10 +15,12 @@ using namespace mg;
 
 TEST(Bottleneck, DoubleHeadMatchesEveryFloatHead) {
   const int64_t N = 12, V = 30, H = 6, E = 5, K = 3;
-  for (HeadKind kind : {HeadKind::Softmax, HeadKind::Sigsoftmax, HeadKind::MoS, HeadKind::MoSig, HeadKind::MoC}) {
+  for (HeadKind kind :
+       {HeadKind::Softmax, HeadKind::Sigsoftmax, HeadKind::MoS, HeadKind::MoSig, HeadKind::MoC}) {
     Generator gen(3);
     const bool mixture = is_mixture(kind);
-    std::shared_ptr<OutputHead> head = make_head(kind, V, mixture ? H : E, E, K, 0.0f, Tensor(), gen);
+    std::shared_ptr<OutputHead> head =
+        make_head(kind, V, mixture ? H : E, E, K, 0.0f, Tensor(), gen);
     head->eval();
     // Non-zero decoder bias, so the bias path is exercised.
     head->decoder_bias.data()[0] = 0.7f, head->decoder_bias.data()[V - 1] = -1.3f;
@@ -27,7 +29,8 @@ TEST(Bottleneck, DoubleHeadMatchesEveryFloatHead) {
     const std::vector<float> hv = h.to_vector();
     const std::vector<double> got = DoubleHead(*head).log_probs(hv.data(), N);
     ASSERT_EQ(got.size(), want.size());
-    for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-5) << head_kind_name(kind) << " entry " << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 2e-5) << head_kind_name(kind) << " entry " << i;
   }
 }
 
@@ -47,7 +50,8 @@ TEST(Bottleneck, ComponentKlIsZeroForIdenticalComponentsAndPositiveOtherwise) {
       b[k * 4 + e] = b[e];
     }
   EXPECT_NEAR(DoubleHead(*head).mean_component_kl(hv.data(), 4), 0.0, 1e-12);
-  std::shared_ptr<OutputHead> softmax = make_head(HeadKind::Softmax, 20, 4, 4, 1, 0.0f, Tensor(), gen);
+  std::shared_ptr<OutputHead> softmax =
+      make_head(HeadKind::Softmax, 20, 4, 4, 1, 0.0f, Tensor(), gen);
   EXPECT_TRUE(std::isnan(DoubleHead(*softmax).mean_component_kl(hv.data(), 1)));
 }
 
@@ -66,8 +70,10 @@ TEST(Bottleneck, DemoMosBeatsSoftmaxAndMocWhoseRankStaysAtMostDPlus2) {
     ASSERT_EQ(curve.points.size(), 5u);  // steps 0, 100, 200, 300, 400
     kl[i] = curve.points.back().kl;
     if (curve.head == HeadKind::Softmax || curve.head == HeadKind::MoC)
-      for (const DemoPoint& p : curve.points) EXPECT_LE(p.rank, c.d + 2) << head_kind_name(curve.head) << " step " << p.step;
-    EXPECT_LT(curve.points.back().kl, curve.points.front().kl) << head_kind_name(curve.head) << " did not learn";
+      for (const DemoPoint& p : curve.points)
+        EXPECT_LE(p.rank, c.d + 2) << head_kind_name(curve.head) << " step " << p.step;
+    EXPECT_LT(curve.points.back().kl, curve.points.front().kl)
+        << head_kind_name(curve.head) << " did not learn";
   }
   EXPECT_EQ(r.curves[0].head, HeadKind::Softmax);
   EXPECT_EQ(r.curves[1].head, HeadKind::MoC);

@@ -37,8 +37,8 @@ mg::NamedTensors sample_tensors() {
   mg::Generator gen(42);
   mg::Tensor special = mg::Tensor::from_vector(
       {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-       from_bits(0x7fc00001u) /* NaN with a payload */, -0.0f, std::numeric_limits<float>::denorm_min(),
-       std::numeric_limits<float>::max()},
+       from_bits(0x7fc00001u) /* NaN with a payload */, -0.0f,
+       std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max()},
       {6});
   return {{"encoder.weight", mg::Tensor::normal({7, 5}, 0.0f, 1.0f, gen)},
           {"rnns.0.bias", mg::Tensor::uniform({12}, -0.1f, 0.1f, gen)},
@@ -201,7 +201,9 @@ TEST(Checkpoint, MalformedPayloadWithValidChecksum) {
   const std::string path = dir.file("m.ckpt");
   const auto write_with_payload = [&](const std::string& payload) {
     std::string h("MOSGRADCKPT\0", 12);
-    const auto le = [&](uint64_t v, int n) { for (int i = 0; i < n; ++i) h.push_back(static_cast<char>(v >> (8 * i))); };
+    const auto le = [&](uint64_t v, int n) {
+      for (int i = 0; i < n; ++i) h.push_back(static_cast<char>(v >> (8 * i)));
+    };
     le(1, 4);
     le(payload.size(), 8);
     le(mg::crc32(payload.data(), payload.size()), 4);
@@ -241,7 +243,9 @@ TEST(Checkpoint, FailedWriteLeavesTheOldFileIntact) {
   // Make the temp file impossible to create: a directory sits at its name.
   const std::string tmp = mgtest::next_tmp_path(path);
   fs::create_directory(tmp);
-  const std::string e = error_of([&] { mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 2.0f)}}, {{"epoch", "2"}}); });
+  const std::string e = error_of([&] {
+    mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 2.0f)}}, {{"epoch", "2"}});
+  });
   EXPECT_HAS(e, path + ".tmp");
   EXPECT_EQ(read_bytes(path), before);
   EXPECT_EQ(mg::load_checkpoint(path).string("epoch"), "1");

@@ -20,7 +20,8 @@ namespace {
 
 using mgtest::TempDir;
 
-void write_ptb(const TempDir& d, const std::string& train, const std::string& valid, const std::string& test) {
+void write_ptb(const TempDir& d, const std::string& train, const std::string& valid,
+               const std::string& test) {
   d.write("ptb.train.txt", train);
   d.write("ptb.valid.txt", valid);
   d.write("ptb.test.txt", test);
@@ -41,12 +42,16 @@ class ScopedEnv {
     const char* old = std::getenv(name);
     had_ = old != nullptr;
     if (had_) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
   }
   ~ScopedEnv() {
-    if (had_) ::setenv(name_.c_str(), old_.c_str(), 1);
-    else ::unsetenv(name_.c_str());
+    if (had_)
+      ::setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
   }
 
  private:
@@ -88,11 +93,12 @@ TEST(Corpus, ReadsLikeAwdLstm) {
   EXPECT_EQ(c.format, "ptb");
   // Order of first appearance in train, <eos> after the first line's words; then <unk>, appended
   // because valid has a word ("cow") outside train and train had no <unk> of its own.
-  const std::vector<std::string> words = {"the", "cat", "sat", "<eos>", "dog", "on", "mat", "<unk>"};
+  const std::vector<std::string> words = {"the", "cat", "sat", "<eos>",
+                                          "dog", "on",  "mat", "<unk>"};
   ASSERT_EQ(c.vocab.words(), words);
   EXPECT_EQ(words_of(c.vocab, c.train),
-            (std::vector<std::string>{"the", "cat", "sat", "<eos>", "<eos>", "the", "dog", "<eos>", "sat", "on",
-                                      "<eos>", "the", "mat", "<eos>"}));
+            (std::vector<std::string>{"the", "cat", "sat", "<eos>", "<eos>", "the", "dog", "<eos>",
+                                      "sat", "on", "<eos>", "the", "mat", "<eos>"}));
   EXPECT_EQ(c.vocab.unk(), 7);
   EXPECT_EQ(words_of(c.vocab, c.valid), (std::vector<std::string>{"the", "<unk>", "sat", "<eos>"}));
   EXPECT_EQ(words_of(c.vocab, c.test), (std::vector<std::string>{"<unk>", "dog", "<eos>"}));
@@ -114,7 +120,12 @@ TEST(Corpus, UnicodeWhitespaceSplitsLikePython) {
   TempDir d;
   // U+00A0 (no-break space) and U+3000 separate words in Python's str.split(); U+2028 is a space
   // there too but not a line end when iterating over a file. Other UTF-8 is part of words.
-  write_ptb(d, "caf\xC3\xA9\xC2\xA0" "b\xE3\x80\x80" "c\xE2\x80\xA8" "d\n", "b\n", "c\n");
+  write_ptb(d,
+            "caf\xC3\xA9\xC2\xA0"
+            "b\xE3\x80\x80"
+            "c\xE2\x80\xA8"
+            "d\n",
+            "b\n", "c\n");
   const mg::Corpus c = mg::load_corpus(d.str());
   EXPECT_EQ(c.vocab.words(), (std::vector<std::string>{"caf\xC3\xA9", "b", "c", "d", "<eos>"}));
 }
@@ -127,7 +138,8 @@ TEST(Corpus, WikiTextLayout) {
   const mg::Corpus c = mg::load_corpus(d.str());
   EXPECT_EQ(c.format, "wikitext-2");
   EXPECT_EQ(c.train.size(), 8u);  // = Valkyria = <eos> <eos> a b <eos>
-  EXPECT_EQ(c.vocab.words(), (std::vector<std::string>{"=", "Valkyria", "<eos>", "a", "b", "<unk>"}));
+  EXPECT_EQ(c.vocab.words(),
+            (std::vector<std::string>{"=", "Valkyria", "<eos>", "a", "b", "<unk>"}));
   EXPECT_EQ(c.unk_valid, 1);  // "<unk>" itself was not in train
 }
 
@@ -228,7 +240,8 @@ TEST(Corpus, PennTreebankFigures) {
   EXPECT_EQ(c.vocab.eos(), 24);
   EXPECT_EQ(c.vocab.unk(), 26);
   EXPECT_EQ(c.vocab.word(0), "aer");
-  EXPECT_EQ(std::vector<int64_t>(c.valid.begin(), c.valid.begin() + 5), (std::vector<int64_t>{2211, 396, 1129, 64, 831}));
+  EXPECT_EQ(std::vector<int64_t>(c.valid.begin(), c.valid.begin() + 5),
+            (std::vector<int64_t>{2211, 396, 1129, 64, 831}));
   EXPECT_EQ(std::accumulate(c.train.begin(), c.train.end(), int64_t{0}), 1156603095);
   EXPECT_EQ(std::accumulate(c.valid.begin(), c.valid.end(), int64_t{0}), 90505708);
   EXPECT_EQ(std::accumulate(c.test.begin(), c.test.end(), int64_t{0}), 96492489);
@@ -238,7 +251,8 @@ TEST(Corpus, WikiText2Figures) {
   // WikiText-2 is looked for beside PTB (data/wikitext-2 next to data/ptb).
   const std::string ptb = ptb_dir();
   const fs::path dir = ptb.empty() ? fs::path() : fs::path(ptb).parent_path() / "wikitext-2";
-  if (ptb.empty() || !fs::exists(dir / "wiki.train.tokens")) GTEST_SKIP() << "WikiText-2 not found beside PTB";
+  if (ptb.empty() || !fs::exists(dir / "wiki.train.tokens"))
+    GTEST_SKIP() << "WikiText-2 not found beside PTB";
   const mg::Corpus c = mg::load_corpus(dir.string());
   EXPECT_EQ(c.format, "wikitext-2");
   EXPECT_EQ(c.train.size(), 2088628u);
@@ -289,7 +303,8 @@ int64_t walk_targets(const mg::Batched& data, int64_t bptt, std::vector<int>* se
   int64_t n = 0;
   for (int64_t i = 0; i < data.rows - 1;) {
     const mg::Batch b = mg::get_batch(data, i, bptt);
-    for (int64_t k = 0; k < b.seq_len * b.batch; ++k) ++(*seen)[static_cast<size_t>((i + 1) * data.batch + k)];
+    for (int64_t k = 0; k < b.seq_len * b.batch; ++k)
+      ++(*seen)[static_cast<size_t>((i + 1) * data.batch + k)];
     n += static_cast<int64_t>(b.target.size());
     i += b.seq_len;
   }
@@ -304,7 +319,8 @@ TEST(Batching, EvalTargetCountSmallCases) {
   EXPECT_EQ(mg::eval_target_count(5, 10), 0);
   EXPECT_EQ(mg::eval_target_count(7, 1), 6);
   EXPECT_THROW(mg::eval_target_count(7, 0), std::invalid_argument);
-  // And by walking segments of any length: each position after the first of its column exactly once.
+  // And by walking segments of any length: each position after the first of its column exactly
+  // once.
   for (int64_t n : {11, 21, 40, 97}) {
     std::vector<int64_t> ids(static_cast<size_t>(n));
     std::iota(ids.begin(), ids.end(), 0);
@@ -312,9 +328,11 @@ TEST(Batching, EvalTargetCountSmallCases) {
       const mg::Batched data = mg::batchify(ids, B);
       for (int64_t bptt : {1, 2, 5, 35, 1000}) {
         std::vector<int> seen(data.data.size(), 0);
-        EXPECT_EQ(walk_targets(data, bptt, &seen), mg::eval_target_count(n, B)) << n << " " << B << " " << bptt;
+        EXPECT_EQ(walk_targets(data, bptt, &seen), mg::eval_target_count(n, B))
+            << n << " " << B << " " << bptt;
         EXPECT_EQ(mg::eval_target_count(data), mg::eval_target_count(n, B));
-        for (size_t k = 0; k < seen.size(); ++k) EXPECT_EQ(seen[k], k < static_cast<size_t>(B) ? 0 : 1);
+        for (size_t k = 0; k < seen.size(); ++k)
+          EXPECT_EQ(seen[k], k < static_cast<size_t>(B) ? 0 : 1);
       }
     }
   }
@@ -325,7 +343,8 @@ TEST(Batching, PennTreebankEvalTargets) {
   if (dir.empty()) GTEST_SKIP() << "PTB not found (set MOSGRAD_DATA or run make data)";
   const mg::Corpus c = mg::load_corpus(dir);
   EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.valid.size()), 10), 73750);
-  EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.test.size()), 1), 82429);  // AWD-LSTM's test batch 1
+  EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.test.size()), 1),
+            82429);  // AWD-LSTM's test batch 1
   const mg::Batched valid = mg::batchify(c.valid, 10);
   EXPECT_EQ(valid.rows, 7376);
   std::vector<int> seen(valid.data.size(), 0);
@@ -347,7 +366,8 @@ TEST(Batching, BpttLengthIsDeterministicAndResumable) {
   for (int k = 0; k < 40; ++k) mg::bptt_length(70, c);
   mg::Generator restored(c.seed);
   restored.offset = c.offset;
-  for (int k = 40; k < 100; ++k) EXPECT_EQ(mg::bptt_length(70, restored), first[static_cast<size_t>(k)]);
+  for (int k = 40; k < 100; ++k)
+    EXPECT_EQ(mg::bptt_length(70, restored), first[static_cast<size_t>(k)]);
 
   mg::Generator other(99);
   std::vector<int64_t> different;
@@ -366,7 +386,8 @@ TEST(Batching, BpttLengthDistribution) {
     ASSERT_GE(len, 5);
     ASSERT_LE(len, 110);
     sum += static_cast<double>(len);
-    if (len < 52) ++halves;  // N(35, 5) vs N(70, 5): 52 is 3.4 sigma from both
+    if (len < 52)
+      ++halves;  // N(35, 5) vs N(70, 5): 52 is 3.4 sigma from both
     else {
       ++n_main;
       sum_main += static_cast<double>(len);
@@ -377,7 +398,8 @@ TEST(Batching, BpttLengthDistribution) {
   EXPECT_NEAR(sum / n, 0.95 * 70 + 0.05 * 35, 0.15);
   const double mean_main = sum_main / n_main;
   EXPECT_NEAR(mean_main, 70.0, 0.1);
-  EXPECT_NEAR(std::sqrt(sq_main / n_main - mean_main * mean_main), 5.0, 0.15);  // rounding adds ~1/12 variance
+  EXPECT_NEAR(std::sqrt(sq_main / n_main - mean_main * mean_main), 5.0,
+              0.15);  // rounding adds ~1/12 variance
 }
 
 TEST(Batching, BpttLengthClamps) {
@@ -387,7 +409,8 @@ TEST(Batching, BpttLengthClamps) {
   EXPECT_EQ(*small.begin(), 5);
   EXPECT_LE(*small.rbegin(), 42);
   for (int k = 0; k < 2000; ++k) EXPECT_LE(mg::bptt_length(70, gen, 0), 70);
-  for (int k = 0; k < 100; ++k) EXPECT_EQ(mg::bptt_length(2, gen, 1), 3);  // cap below 5: the cap wins
+  for (int k = 0; k < 100; ++k)
+    EXPECT_EQ(mg::bptt_length(2, gen, 1), 3);  // cap below 5: the cap wins
   EXPECT_THROW(mg::bptt_length(0, gen), std::invalid_argument);
   EXPECT_THROW(mg::bptt_length(10, gen, -10), std::invalid_argument);
 }

@@ -1,7 +1,7 @@
 // The whole model and the trainer on the GPU against the CPU: loss and every parameter gradient of
-// each head within 1e-4, 200 training steps of `tiny` within 1e-3 per step, exact resume on the GPU,
-// checkpoints that move between devices, and PTB-valid perplexity equal on both devices. Skipped,
-// visibly, without a GPU.
+// each head within 1e-4, 200 training steps of `tiny` within 1e-3 per step, exact resume on the
+// GPU, checkpoints that move between devices, and PTB-valid perplexity equal on both devices.
+// Skipped, visibly, without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -24,9 +24,11 @@ namespace {
 
 ModelConfig model_config(HeadKind head) {
   ModelConfig c;
-  c.ntoken = 97, c.emsize = 16, c.nhid = 24, c.nhidlast = head == HeadKind::Softmax || head == HeadKind::Sigsoftmax ? 16 : 20;
+  c.ntoken = 97, c.emsize = 16, c.nhid = 24,
+  c.nhidlast = head == HeadKind::Softmax || head == HeadKind::Sigsoftmax ? 16 : 20;
   c.nlayers = 2, c.n_experts = 3, c.tied = true, c.head = head;
-  c.dropout = 0.3f, c.dropouth = 0.2f, c.dropouti = 0.1f, c.dropoute = 0.1f, c.dropoutl = 0.2f, c.wdrop = 0.3f;
+  c.dropout = 0.3f, c.dropouth = 0.2f, c.dropouti = 0.1f, c.dropoute = 0.1f, c.dropoutl = 0.2f,
+  c.wdrop = 0.3f;
   return c;
 }
 
@@ -37,7 +39,8 @@ TEST(CudaModel, LossAndEveryGradientMatchTheCpuForEveryHead) {
   const int64_t T = 9, B = 4;
   std::vector<int64_t> ids(T * B), targets(T * B);
   for (int64_t i = 0; i < T * B; ++i) ids[i] = (i * 31 + 5) % 97, targets[i] = (i * 17 + 3) % 97;
-  for (HeadKind head : {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC})
+  for (HeadKind head :
+       {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC})
     for (bool fused : {true, false}) {
       SCOPED_TRACE(head_kind_name(head) + (fused ? " fused" : " plain"));
       RNNModel cpu(model_config(head), 3), gpu(model_config(head), 3);
@@ -65,7 +68,8 @@ TEST(CudaModel, OptimizerStepsAndClippingMatchTheCpu) {
   for (OptimizerKind kind : {OptimizerKind::SGD, OptimizerKind::ASGD, OptimizerKind::Adam}) {
     SCOPED_TRACE(optimizer_kind_name(kind));
     Generator gen(4);
-    const Tensor w0 = Tensor::uniform({300, 7}, -1, 1, gen), g0 = Tensor::uniform({300, 7}, -1, 1, gen);
+    const Tensor w0 = Tensor::uniform({300, 7}, -1, 1, gen),
+                 g0 = Tensor::uniform({300, 7}, -1, 1, gen);
     Tensor wc = copy_contiguous(w0).requires_grad_(), wg = w0.cuda().requires_grad_();
     Optimizer oc(kind, {{"w", wc}}, 0.01f), og(kind, {{"w", wg}}, 0.01f);
     for (int step = 0; step < 3; ++step) {
@@ -88,11 +92,13 @@ TEST(CudaModel, OptimizerStepsAndClippingMatchTheCpu) {
 TEST(CudaModel, TwoHundredTinyStepsFollowTheCpuLossTrajectory) {
   MG_SKIP_WITHOUT_CUDA();
   const std::string dir = resolve_data_dir();
-  if (!std::filesystem::exists(dir + "/ptb.train.txt")) GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  if (!std::filesystem::exists(dir + "/ptb.train.txt"))
+    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
   const Corpus corpus = load_corpus(dir);
   for (const auto& [lr, steps] : std::vector<std::pair<float, int64_t>>{{2.0f, 200}, {20.0f, 20}}) {
     TrainConfig cfg = preset_config("tiny");
-    cfg.data = corpus.dir, cfg.max_steps = steps, cfg.lr = lr, cfg.epochs = 1000, cfg.test_at_end = false;
+    cfg.data = corpus.dir, cfg.max_steps = steps, cfg.lr = lr, cfg.epochs = 1000,
+    cfg.test_at_end = false;
     cfg.log_interval = 1000, cfg.save = mgtest::temp_dir("cuda_tiny_cpu");
     const std::vector<double> on_cpu = mgtest::run_collecting(cfg, corpus);
     cfg.device = Device::CUDA, cfg.save = mgtest::temp_dir("cuda_tiny_gpu");
@@ -106,8 +112,10 @@ TEST(CudaModel, TwoHundredTinyStepsFollowTheCpuLossTrajectory) {
       EXPECT_NEAR(on_gpu[i], on_cpu[i], tolerance) << "lr " << lr << ", step " << i + 1;
       worst = std::max(worst, std::fabs(on_gpu[i] - on_cpu[i]));
     }
-    std::printf("tiny, lr %g, %lld steps: first loss %.6f, last %.6f (CPU %.6f); largest per-step difference %.2e\n",
-                lr, static_cast<long long>(steps), on_gpu[0], on_gpu.back(), on_cpu.back(), worst);
+    std::printf(
+        "tiny, lr %g, %lld steps: first loss %.6f, last %.6f (CPU %.6f); largest per-step "
+        "difference %.2e\n",
+        lr, static_cast<long long>(steps), on_gpu[0], on_gpu.back(), on_cpu.back(), worst);
   }
 }
 
@@ -138,7 +146,8 @@ TEST(CudaModel, ResumeOnTheGpuIsExactAndCheckpointsMoveBetweenDevices) {
   moved.device = Device::CPU, moved.max_steps = 0, moved.resume = true;
   const std::vector<double> rest = mgtest::run_collecting(moved, corpus);
   ASSERT_EQ(rest.size(), expected.size() - 7);
-  for (size_t i = 0; i < rest.size(); ++i) EXPECT_NEAR(rest[i], expected[i + 7], 1e-3) << "step " << i + 8;
+  for (size_t i = 0; i < rest.size(); ++i)
+    EXPECT_NEAR(rest[i], expected[i + 7], 1e-3) << "step " << i + 8;
 
   // The best model saved by the GPU run evaluates to the same perplexity on both devices.
   LoadedModel best = load_model(straight.save + "/best.ckpt");
@@ -152,7 +161,8 @@ TEST(CudaModel, ResumeOnTheGpuIsExactAndCheckpointsMoveBetweenDevices) {
 TEST(CudaModel, PtbValidPerplexityIsTheSameOnBothDevices) {
   MG_SKIP_WITHOUT_CUDA();
   const std::string dir = resolve_data_dir();
-  if (!std::filesystem::exists(dir + "/ptb.valid.txt")) GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  if (!std::filesystem::exists(dir + "/ptb.valid.txt"))
+    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
   const Corpus corpus = load_corpus(dir);
   const LoadedModel loaded = import_safetensors(mgtest::fixture_path("ptb_eval_model.safetensors"));
   ASSERT_EQ(loaded.model->config.ntoken, corpus.vocab.size());
@@ -160,8 +170,8 @@ TEST(CudaModel, PtbValidPerplexityIsTheSameOnBothDevices) {
   const EvalResult cpu = evaluate(*loaded.model, data, 70);
   loaded.model->to(Device::CUDA);
   const EvalResult gpu = evaluate(*loaded.model, data, 70);
-  std::printf("PTB valid (%lld targets): ppl %.6f on the CPU, %.6f on the GPU\n", static_cast<long long>(cpu.targets),
-              cpu.perplexity(), gpu.perplexity());
+  std::printf("PTB valid (%lld targets): ppl %.6f on the CPU, %.6f on the GPU\n",
+              static_cast<long long>(cpu.targets), cpu.perplexity(), gpu.perplexity());
   EXPECT_EQ(gpu.targets, cpu.targets);
   EXPECT_NEAR(gpu.perplexity(), cpu.perplexity(), 1e-4 * cpu.perplexity());
 }
@@ -175,7 +185,8 @@ TEST(CudaModel, CpuCheckpointsFinetuneDynevalAndGenerateOnTheGpu) {
   cfg.epochs = 1, cfg.max_steps = 5;
   mgtest::run_collecting(cfg, corpus);  // stopped on the CPU after 5 steps...
   cfg.max_steps = 0, cfg.resume = true, cfg.device = Device::CUDA;
-  const std::vector<double> rest = mgtest::run_collecting(cfg, corpus);  // ...and finished on the GPU
+  const std::vector<double> rest =
+      mgtest::run_collecting(cfg, corpus);  // ...and finished on the GPU
   ASSERT_FALSE(rest.empty());
   EXPECT_TRUE(std::isfinite(rest.back()));
   cfg.resume = false, cfg.epochs = 1;
@@ -184,16 +195,19 @@ TEST(CudaModel, CpuCheckpointsFinetuneDynevalAndGenerateOnTheGpu) {
 
   std::vector<int64_t> text;
   for (int rep = 0; rep < 10; ++rep)
-    for (const char* w : {"the", "fish", "buys", "N", "shares", "<eos>"}) text.push_back(corpus.vocab.id(w));
+    for (const char* w : {"the", "fish", "buys", "N", "shares", "<eos>"})
+      text.push_back(corpus.vocab.id(w));
   DynevalConfig d;
   d.max_stat_batches = 5, d.stat_batch_size = 4, d.lr = 0.01f;
-  LoadedModel on_cpu = load_model(cfg.save + "/best.ckpt"), on_gpu = load_model(cfg.save + "/best.ckpt");
+  LoadedModel on_cpu = load_model(cfg.save + "/best.ckpt"),
+              on_gpu = load_model(cfg.save + "/best.ckpt");
   on_gpu.model->to(Device::CUDA);
   const double dyn_cpu = dynamic_evaluate(*on_cpu.model, corpus.train, text, d).loss;
   const double dyn_gpu = dynamic_evaluate(*on_gpu.model, corpus.train, text, d).loss;
   EXPECT_NEAR(dyn_gpu, dyn_cpu, 1e-4 * dyn_cpu);
 
-  LoadedModel g_cpu = load_model(cfg.save + "/best.ckpt"), g_gpu = load_model(cfg.save + "/best.ckpt");
+  LoadedModel g_cpu = load_model(cfg.save + "/best.ckpt"),
+              g_gpu = load_model(cfg.save + "/best.ckpt");
   g_gpu.model->to(Device::CUDA);
   GenerateConfig g;
   g.words = 20, g.seed = 3, g.prompt = "the cat";

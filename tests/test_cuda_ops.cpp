@@ -22,8 +22,8 @@ namespace {
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
 // Runs f on CPU leaves and on GPU copies of them; compares the outputs and every input gradient.
-void expect_same_on_gpu(const std::string& name, const Fn& f, const std::vector<Tensor>& inputs, double rtol = 1e-5,
-                        double atol = 1e-6) {
+void expect_same_on_gpu(const std::string& name, const Fn& f, const std::vector<Tensor>& inputs,
+                        double rtol = 1e-5, double atol = 1e-6) {
   SCOPED_TRACE(name);
   std::vector<Tensor> cpu_in, gpu_in;
   for (const Tensor& x : inputs) {
@@ -91,8 +91,11 @@ TEST(CudaErrors, HostLoopsRefuseDeviceTensors) {
 TEST(CudaErrors, OpsRefuseInputsOnTwoDevices) {
   MG_SKIP_WITHOUT_CUDA();
   const Tensor a = Tensor::ones({2, 3}), b = Tensor::ones({2, 3}).cuda();
-  for (const auto& op : std::vector<std::function<void()>>{[&] { add(a, b); }, [&] { matmul(a, b, false, true); },
-                                                           [&] { cat({a, b}, 0); }}) {
+  for (const auto& op :
+       std::vector<std::function<void()>>{[&] { add(a, b); }, [&] { matmul(a, b, false, true); },
+                                          [&] {
+                                            cat({a, b}, 0);
+                                          }}) {
     try {
       op();
       FAIL() << "mixed devices were accepted";
@@ -111,7 +114,8 @@ TEST(CudaErrors, RunningOutOfGpuMemoryNamesTheSize) {
     EXPECT_HAS(std::string(e.what()), "out of GPU memory: a tensor of 4194304.0 MiB");
     EXPECT_HAS(std::string(e.what()), "free");
   }
-  EXPECT_EQ(Tensor::ones({4}, Device::CUDA).cpu().to_vector(), std::vector<float>(4, 1.0f));  // still usable
+  EXPECT_EQ(Tensor::ones({4}, Device::CUDA).cpu().to_vector(),
+            std::vector<float>(4, 1.0f));  // still usable
 }
 
 // ---- copies and layout ----
@@ -123,7 +127,8 @@ TEST(CudaOps, CopiesRoundTripBitForBit) {
   // Strided views copied on the GPU: a transpose and a narrow of a transpose.
   const Tensor t = transpose(x, 0, 2), n = narrow(transpose(x, 1, 2), 1, 1, 2);
   EXPECT_EQ(mgtest::bits_of(contiguous(t.cuda()).cpu()), mgtest::bits_of(contiguous(t)));
-  EXPECT_EQ(mgtest::bits_of(contiguous(transpose(x.cuda(), 1, 2)).cpu()), mgtest::bits_of(contiguous(transpose(x, 1, 2))));
+  EXPECT_EQ(mgtest::bits_of(contiguous(transpose(x.cuda(), 1, 2)).cpu()),
+            mgtest::bits_of(contiguous(transpose(x, 1, 2))));
   EXPECT_EQ(mgtest::bits_of(n.cuda().cpu()), mgtest::bits_of(contiguous(n)));
   EXPECT_EQ(Tensor::full({3}, 2.5f, Device::CUDA).to_vector(), std::vector<float>(3, 2.5f));
   EXPECT_FLOAT_EQ(x.cuda().at({4, 6, 2}), x.at({4, 6, 2}));
@@ -140,13 +145,16 @@ TEST(CudaOps, ElementwiseAndBroadcasting) {
   expect_same_on_gpu("sub col", [](auto& x) { return sub(x[0], x[1]); }, {a, col});
   expect_same_on_gpu("mul col", [](auto& x) { return mul(x[1], x[0]); }, {a, col});
   expect_same_on_gpu("div", [](auto& x) { return div(x[0], x[1]); }, {a, pos});
-  expect_same_on_gpu("scalar ops", [](auto& x) { return neg(mul_scalar(add_scalar(x[0], 0.5f), 3.0f)); }, {a});
-  expect_same_on_gpu("3-D broadcast", [](auto& x) { return mul(x[0], x[1]); }, {rand({3, 1, 5}, 6), rand({4, 1}, 7)});
+  expect_same_on_gpu("scalar ops",
+                     [](auto& x) { return neg(mul_scalar(add_scalar(x[0], 0.5f), 3.0f)); }, {a});
+  expect_same_on_gpu("3-D broadcast", [](auto& x) { return mul(x[0], x[1]); },
+                     {rand({3, 1, 5}, 6), rand({4, 1}, 7)});
   expect_same_on_gpu("transposed input", [](auto& x) { return add(transpose(x[0], 0, 1), x[1]); },
                      {rand({5, 4}, 8), a});
   expect_same_on_gpu("tanh", [](auto& x) { return tanh(x[0]); }, {a});
   expect_same_on_gpu("sigmoid", [](auto& x) { return sigmoid(x[0]); }, {mul_scalar(a, 20.0f)});
-  expect_same_on_gpu("log_sigmoid", [](auto& x) { return log_sigmoid(x[0]); }, {mul_scalar(a, 30.0f)});
+  expect_same_on_gpu("log_sigmoid", [](auto& x) { return log_sigmoid(x[0]); },
+                     {mul_scalar(a, 30.0f)});
   expect_same_on_gpu("exp", [](auto& x) { return exp(x[0]); }, {a});
   expect_same_on_gpu("log", [](auto& x) { return log(x[0]); }, {pos});
   expect_same_on_gpu("relu", [](auto& x) { return relu(x[0]); }, {a});
@@ -157,10 +165,14 @@ TEST(CudaOps, MatmulAndBmmWithEveryTranspose) {
   MG_SKIP_WITHOUT_CUDA();
   for (bool ta : {false, true})
     for (bool tb : {false, true}) {
-      const Tensor a = ta ? rand({33, 17}, 1) : rand({17, 33}, 1), b = tb ? rand({29, 33}, 2) : rand({33, 29}, 2);
-      expect_same_on_gpu("matmul", [ta, tb](auto& x) { return matmul(x[0], x[1], ta, tb); }, {a, b}, 1e-4, 1e-5);
-      const Tensor ba = ta ? rand({3, 9, 7}, 3) : rand({3, 7, 9}, 3), bb = tb ? rand({3, 5, 9}, 4) : rand({3, 9, 5}, 4);
-      expect_same_on_gpu("bmm", [ta, tb](auto& x) { return bmm(x[0], x[1], ta, tb); }, {ba, bb}, 1e-4, 1e-5);
+      const Tensor a = ta ? rand({33, 17}, 1) : rand({17, 33}, 1),
+                   b = tb ? rand({29, 33}, 2) : rand({33, 29}, 2);
+      expect_same_on_gpu(
+          "matmul", [ta, tb](auto& x) { return matmul(x[0], x[1], ta, tb); }, {a, b}, 1e-4, 1e-5);
+      const Tensor ba = ta ? rand({3, 9, 7}, 3) : rand({3, 7, 9}, 3),
+                   bb = tb ? rand({3, 5, 9}, 4) : rand({3, 9, 5}, 4);
+      expect_same_on_gpu(
+          "bmm", [ta, tb](auto& x) { return bmm(x[0], x[1], ta, tb); }, {ba, bb}, 1e-4, 1e-5);
     }
 }
 
@@ -168,7 +180,8 @@ TEST(CudaOps, ReductionsAndSoftmax) {
   MG_SKIP_WITHOUT_CUDA();
   const Tensor x = rand({6, 10007}, 1, -30.0f, 30.0f);  // a vocabulary-sized line: block reductions
   const Tensor small = rand({3, 4, 5}, 2);
-  expect_same_on_gpu("sum", [](auto& v) { return sum(v[0]); }, {x}, 1e-4, 1e-4);
+  expect_same_on_gpu(
+      "sum", [](auto& v) { return sum(v[0]); }, {x}, 1e-4, 1e-4);
   expect_same_on_gpu("mean", [](auto& v) { return mean(v[0]); }, {small});
   for (int d = 0; d < 3; ++d) {
     expect_same_on_gpu("sum dim", [d](auto& v) { return sum(v[0], d, d == 1); }, {small});
@@ -177,26 +190,39 @@ TEST(CudaOps, ReductionsAndSoftmax) {
     expect_same_on_gpu("softmax dim", [d](auto& v) { return softmax(v[0], d); }, {small});
     expect_same_on_gpu("log_softmax dim", [d](auto& v) { return log_softmax(v[0], d); }, {small});
   }
-  expect_same_on_gpu("sum rows", [](auto& v) { return sum(v[0], 0); }, {x}, 1e-4, 1e-4);
-  expect_same_on_gpu("sum V", [](auto& v) { return sum(v[0], 1); }, {x}, 1e-4, 1e-3);
-  expect_same_on_gpu("logsumexp V", [](auto& v) { return logsumexp(v[0], 1); }, {x}, 1e-5, 1e-5);
-  expect_same_on_gpu("log_softmax V", [](auto& v) { return log_softmax(v[0], 1); }, {x}, 1e-5, 1e-5);
-  expect_same_on_gpu("softmax V", [](auto& v) { return softmax(v[0], 1); }, {x}, 1e-5, 1e-7);
+  expect_same_on_gpu(
+      "sum rows", [](auto& v) { return sum(v[0], 0); }, {x}, 1e-4, 1e-4);
+  expect_same_on_gpu(
+      "sum V", [](auto& v) { return sum(v[0], 1); }, {x}, 1e-4, 1e-3);
+  expect_same_on_gpu(
+      "logsumexp V", [](auto& v) { return logsumexp(v[0], 1); }, {x}, 1e-5, 1e-5);
+  expect_same_on_gpu(
+      "log_softmax V", [](auto& v) { return log_softmax(v[0], 1); }, {x}, 1e-5, 1e-5);
+  expect_same_on_gpu(
+      "softmax V", [](auto& v) { return softmax(v[0], 1); }, {x}, 1e-5, 1e-7);
 }
 
 TEST(CudaOps, ShapeOpsIndexingAndLoss) {
   MG_SKIP_WITHOUT_CUDA();
   const Tensor a = rand({4, 6}, 1), b = rand({4, 6}, 2), c = rand({4, 2}, 3);
-  expect_same_on_gpu("reshape+transpose", [](auto& x) { return contiguous(transpose(reshape(x[0], {3, 8}), 0, 1)); }, {a});
+  expect_same_on_gpu("reshape+transpose",
+                     [](auto& x) {
+                       return contiguous(transpose(reshape(x[0], {3, 8}), 0, 1));
+                     },
+                     {a});
   expect_same_on_gpu("narrow", [](auto& x) { return narrow(x[0], 1, 2, 3); }, {a});
-  expect_same_on_gpu("narrow of a transpose", [](auto& x) { return narrow(transpose(x[0], 0, 1), 0, 1, 2); }, {a});
+  expect_same_on_gpu("narrow of a transpose",
+                     [](auto& x) { return narrow(transpose(x[0], 0, 1), 0, 1, 2); }, {a});
   expect_same_on_gpu("cat dim 1", [](auto& x) { return cat({x[0], x[1], x[2]}, 1); }, {a, b, c});
   expect_same_on_gpu("stack", [](auto& x) { return stack({x[0], x[1]}, 1); }, {a, b});
-  const std::vector<int64_t> ids = {3, 0, 3, 9, 1, 3, 0, 7};  // repeats: the scatter-add must sum them
-  expect_same_on_gpu("index_select", [&](auto& x) { return index_select(x[0], ids); }, {rand({10, 5}, 4)});
+  const std::vector<int64_t> ids = {3, 0, 3, 9,
+                                    1, 3, 0, 7};  // repeats: the scatter-add must sum them
+  expect_same_on_gpu("index_select", [&](auto& x) { return index_select(x[0], ids); },
+                     {rand({10, 5}, 4)});
   const std::vector<int64_t> cols = {2, 0, 5, 5};
   expect_same_on_gpu("gather_rows", [&](auto& x) { return gather_rows(x[0], cols); }, {a});
-  expect_same_on_gpu("nll_loss", [&](auto& x) { return nll_loss(log_softmax(x[0], 1), cols); }, {a});
+  expect_same_on_gpu("nll_loss", [&](auto& x) { return nll_loss(log_softmax(x[0], 1), cols); },
+                     {a});
 }
 
 // Both GPU step paths: one kernel per step (float4 loads when H % 4 == 0, scalar loads for H = 7,
@@ -204,20 +230,23 @@ TEST(CudaOps, ShapeOpsIndexingAndLoss) {
 TEST(CudaOps, FusedLstmMatchesTheCpu) {
   MG_SKIP_WITHOUT_CUDA();
   for (bool one_kernel : {true, false})
-  for (const auto& [T, B, in, H] : std::vector<std::array<int64_t, 4>>{{7, 3, 5, 8}, {4, 5, 3, 7}, {3, 33, 4, 8},
-                                                                      {5, 20, 16, 64}, {3, 12, 8, 12}}) {
-    cuda_lstm_set_fused_steps(one_kernel);
-    auto f = [&, T = T, B = B, H = H](auto& v) {
-      const auto [y, state] = lstm_fused(v[0], {v[1], v[2]}, {v[3], v[4], v[5], v[6]});
-      return cat({reshape(y, {T * B, H}), state.c}, 0);  // every h_t and c_T
-    };
-    expect_same_on_gpu(std::string(one_kernel ? "one kernel per step" : "cuBLAS per step") + " T=" + std::to_string(T) + " B=" + std::to_string(B) + " H=" + std::to_string(H), f,
-                       {rand({T, B, in}, 1), rand({B, H}, 2, -0.5f, 0.5f), rand({B, H}, 3, -0.5f, 0.5f),
-                        rand({4 * H, in}, 4, -0.4f, 0.4f), rand({4 * H, H}, 5, -0.4f, 0.4f),
-                        rand({4 * H}, 6, -0.4f, 0.4f), rand({4 * H}, 7, -0.4f, 0.4f)},
-                       1e-5, 1e-6);
-    cuda_lstm_set_fused_steps(true);
-  }
+    for (const auto& [T, B, in, H] : std::vector<std::array<int64_t, 4>>{
+             {7, 3, 5, 8}, {4, 5, 3, 7}, {3, 33, 4, 8}, {5, 20, 16, 64}, {3, 12, 8, 12}}) {
+      cuda_lstm_set_fused_steps(one_kernel);
+      auto f = [&, T = T, B = B, H = H](auto& v) {
+        const auto [y, state] = lstm_fused(v[0], {v[1], v[2]}, {v[3], v[4], v[5], v[6]});
+        return cat({reshape(y, {T * B, H}), state.c}, 0);  // every h_t and c_T
+      };
+      expect_same_on_gpu(
+          std::string(one_kernel ? "one kernel per step" : "cuBLAS per step") +
+              " T=" + std::to_string(T) + " B=" + std::to_string(B) + " H=" + std::to_string(H),
+          f,
+          {rand({T, B, in}, 1), rand({B, H}, 2, -0.5f, 0.5f), rand({B, H}, 3, -0.5f, 0.5f),
+           rand({4 * H, in}, 4, -0.4f, 0.4f), rand({4 * H, H}, 5, -0.4f, 0.4f),
+           rand({4 * H}, 6, -0.4f, 0.4f), rand({4 * H}, 7, -0.4f, 0.4f)},
+          1e-5, 1e-6);
+      cuda_lstm_set_fused_steps(true);
+    }
 }
 
 TEST(CudaOps, FusedHeadLossMatchesTheCpuForEveryKindAndPath) {
@@ -228,14 +257,18 @@ TEST(CudaOps, FusedHeadLossMatchesTheCpuForEveryKindAndPath) {
     for (bool sig : {false, true})
       for (bool stream : {false, true}) {
         FusedLossOptions options;
-        if (stream) options.keep_logits_floats = 0, options.stream_chunk_rows = 5;  // ragged chunks of 5 rows
+        if (stream)
+          options.keep_logits_floats = 0, options.stream_chunk_rows = 5;  // ragged chunks of 5 rows
         std::vector<Tensor> in = {rand({N * K, E}, 1), rand({V, E}, 2, -0.5f, 0.5f), rand({V}, 3)};
         if (K > 1) in.push_back(log_softmax(rand({N, K}, 4), 1));
-        expect_same_on_gpu("fused_mixture_nll K=" + std::to_string(K) + (sig ? " sig" : "") + (stream ? " streamed" : ""),
-                           [&](auto& v) {
-                             return fused_mixture_nll(v[0], v[1], v[2], K > 1 ? v[3] : Tensor(), targets, K, sig, options);
-                           },
-                           in, 1e-5, 1e-6);
+        expect_same_on_gpu(
+            "fused_mixture_nll K=" + std::to_string(K) + (sig ? " sig" : "") +
+                (stream ? " streamed" : ""),
+            [&](auto& v) {
+              return fused_mixture_nll(v[0], v[1], v[2], K > 1 ? v[3] : Tensor(), targets, K, sig,
+                                       options);
+            },
+            in, 1e-5, 1e-6);
       }
 }
 
@@ -247,8 +280,10 @@ TEST(CudaOps, DropoutMasksAreTheCpusBitForBit) {
     for (uint64_t start : {0ull, 3ull, 1ull << 34}) {
       Generator cpu(11), gpu(11);
       cpu.offset = gpu.offset = start;
-      const Tensor m_cpu = dropout_mask(shape, 0.3f, cpu), m_gpu = dropout_mask(shape, 0.3f, gpu, Device::CUDA);
-      EXPECT_EQ(mgtest::bits_of(m_gpu.cpu()), mgtest::bits_of(m_cpu)) << shape_str(shape) << " from " << start;
+      const Tensor m_cpu = dropout_mask(shape, 0.3f, cpu),
+                   m_gpu = dropout_mask(shape, 0.3f, gpu, Device::CUDA);
+      EXPECT_EQ(mgtest::bits_of(m_gpu.cpu()), mgtest::bits_of(m_cpu))
+          << shape_str(shape) << " from " << start;
       EXPECT_EQ(cpu.offset, gpu.offset);
     }
   }
@@ -258,7 +293,8 @@ TEST(CudaOps, ReductionsAndEmbeddingBackwardGiveTheSameBitsEveryRun) {
   MG_SKIP_WITHOUT_CUDA();
   const Tensor x = rand({1 << 20}, 1).cuda(), table = rand({50, 16}, 2).cuda();
   std::vector<int64_t> ids(4000);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int64_t>((i * 7919) % 13);  // heavy repeats
+  for (size_t i = 0; i < ids.size(); ++i)
+    ids[i] = static_cast<int64_t>((i * 7919) % 13);  // heavy repeats
   auto run = [&] {
     Tensor t = copy_contiguous(table).requires_grad_();
     sum(mul(index_select(t, ids), index_select(t, ids))).backward();

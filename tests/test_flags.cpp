@@ -30,9 +30,11 @@ std::string train_error(const std::string& name, const std::string& value) {
 
 TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   EXPECT_HAS(train_error("log-interval", "0"), "--log_interval must be in [1, ");
-  EXPECT_HAS(train_error("emsize", "9223372036854775807"), "--emsize must be in [1, 1048576], got 9223372036854775807");
+  EXPECT_HAS(train_error("emsize", "9223372036854775807"),
+             "--emsize must be in [1, 1048576], got 9223372036854775807");
   EXPECT_HAS(train_error("emsize", "99999999999999999999"), "--emsize is out of range");
-  EXPECT_HAS(train_error("batch_size", "10xyz"), "--batch_size expects a whole number, got '10xyz'");
+  EXPECT_HAS(train_error("batch_size", "10xyz"),
+             "--batch_size expects a whole number, got '10xyz'");
   EXPECT_HAS(train_error("batch_size", ""), "--batch_size expects a whole number, got ''");
   EXPECT_HAS(train_error("lr", "fast"), "--lr expects a number, got 'fast'");
   EXPECT_HAS(train_error("lr", "nan"), "--lr must be a finite number");
@@ -45,19 +47,25 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   EXPECT_HAS(train_error("tied", "maybe"), "--tied expects true or false, got 'maybe'");
   EXPECT_HAS(train_error("head", "softmx"), "unknown head 'softmx'");
   EXPECT_HAS(train_error("preset", "huge"), "unknown preset 'huge'");
-  EXPECT_HAS(train_error("batchsize", "3"), "unknown flag --batchsize for train (did you mean --batch_size?)");
+  EXPECT_HAS(train_error("batchsize", "3"),
+             "unknown flag --batchsize for train (did you mean --batch_size?)");
   ModelCommandOptions o;
   const FlagTable eval = model_command_flags("eval", o);
-  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "splt", "test"); }), "unknown flag --splt for eval (did you mean --split?)");
-  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "split", "dev"); }), "--split expects one of valid|test|train, got 'dev'");
+  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "splt", "test"); }),
+             "unknown flag --splt for eval (did you mean --split?)");
+  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "split", "dev"); }),
+             "--split expects one of valid|test|train, got 'dev'");
   const FlagTable gen = model_command_flags("generate", o);
-  EXPECT_HAS(invalid_of([&] { apply_flag(gen, "generate", "temperature", "0"); }), "--temperature must be in [");
+  EXPECT_HAS(invalid_of([&] { apply_flag(gen, "generate", "temperature", "0"); }),
+             "--temperature must be in [");
 }
 
 TEST(Flags, GoodValuesLandInTheConfig) {
   TrainConfig c = preset_config("tiny");
-  c.set("batch-size", "7"), c.set("dropout", "0.25"), c.set("tied", "no"), c.set("head", "mos"), c.set("seed", "42");
-  c.set("max_minutes", "1.5"), c.set("device", "cpu"), c.set("optimizer", "adam"), c.set("resume", "true");
+  c.set("batch-size", "7"), c.set("dropout", "0.25"), c.set("tied", "no"), c.set("head", "mos"),
+      c.set("seed", "42");
+  c.set("max_minutes", "1.5"), c.set("device", "cpu"), c.set("optimizer", "adam"),
+      c.set("resume", "true");
   EXPECT_EQ(c.batch_size, 7);
   EXPECT_FLOAT_EQ(c.model.dropout, 0.25f);
   EXPECT_FALSE(c.model.tied);
@@ -74,11 +82,16 @@ TEST(Flags, TheCommandLineSaysWhatToWrite) {
     for (std::string& w : words) argv.push_back(w.data());
     return parse_command_line("train", static_cast<int>(argv.size()), argv.data(), 2, {"resume"});
   };
-  EXPECT_HAS(invalid_of([&] { parse({"mosgrad", "train", "tiny"}); }), "unexpected argument 'tiny' for train");
+  EXPECT_HAS(invalid_of([&] {
+               parse({"mosgrad", "train", "tiny"});
+             }),
+             "unexpected argument 'tiny' for train");
   EXPECT_HAS(invalid_of([&] { parse({"mosgrad", "train", "--bptt"}); }), "--bptt needs a value");
-  const ParsedArgs a = parse({"mosgrad", "train", "--resume", "--batch-size=3", "--lr", "-2", "--resume", "false"});
+  const ParsedArgs a =
+      parse({"mosgrad", "train", "--resume", "--batch-size=3", "--lr", "-2", "--resume", "false"});
   EXPECT_EQ(a.get("batch_size"), "3");
-  EXPECT_EQ(a.get("lr"), "-2");  // a negative number is a value, not a flag (and --lr then refuses it)
+  EXPECT_EQ(a.get("lr"),
+            "-2");  // a negative number is a value, not a flag (and --lr then refuses it)
   EXPECT_EQ(a.get("resume"), "false");  // the last one given
   EXPECT_TRUE(parse({"mosgrad", "train", "-h"}).help);
 }
@@ -94,7 +107,8 @@ TEST(Flags, TheReadmeNamesEveryFlagOfEveryCommand) {
       std::string dashed = f.name;
       for (char& c : dashed)
         if (c == '_') c = '-';
-      EXPECT_TRUE(readme.find("--" + f.name) != std::string::npos || readme.find("--" + dashed) != std::string::npos)
+      EXPECT_TRUE(readme.find("--" + f.name) != std::string::npos ||
+                  readme.find("--" + dashed) != std::string::npos)
           << "README.md does not mention --" << f.name << " (" << command << ")";
     }
   };
@@ -110,10 +124,12 @@ TEST(Flags, TrainerRefusesToLoseOrMisreadARun) {
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("refusals"));
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("refusals"));
   cfg.resume = true;
-  EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }), "--resume: there is no " + cfg.save + "/checkpoint.ckpt");
+  EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }),
+             "--resume: there is no " + cfg.save + "/checkpoint.ckpt");
   cfg.resume = false, cfg.max_steps = 2;
   train_lm(cfg, corpus);
-  EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }), "already holds a run");  // not silently replaced
+  EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }),
+             "already holds a run");  // not silently replaced
   cfg.resume = true, cfg.max_steps = 3;
   EXPECT_NO_THROW(train_lm(cfg, corpus));  // continuing it is fine
 
@@ -132,7 +148,9 @@ TEST(Flags, AnotherVocabularyOfTheSameSizeIsRefused) {
     check_same_vocab(a, b, "m.ckpt");
     FAIL() << "a permuted vocabulary was accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_HAS(std::string(e.what()), "m.ckpt was trained on another vocabulary: word 1 is 'cat' there and 'the' in the corpus");
+    EXPECT_HAS(
+        std::string(e.what()),
+        "m.ckpt was trained on another vocabulary: word 1 is 'cat' there and 'the' in the corpus");
   }
   b.add("dog");
   EXPECT_THROW(check_same_vocab(a, b, "m.ckpt"), std::runtime_error);
@@ -147,10 +165,12 @@ TEST(Flags, TheCheckpointRecordIsReadThroughTheTable) {
     c.set("lr", "0.5"), c.set("dropout", "0.3"), c.set("max-steps", "7"), c.set("head", "moc");
     const auto m = c.to_map();
     for (const Flag& f : c.flag_table())
-      EXPECT_EQ(m.count((f.section == "model" ? "model." : "") + f.name), 1u) << preset << ": --" << f.name;
+      EXPECT_EQ(m.count((f.section == "model" ? "model." : "") + f.name), 1u)
+          << preset << ": --" << f.name;
     EXPECT_EQ(m.at("lr"), "0.5");
     EXPECT_EQ(m.at("max_steps"), "7");
     EXPECT_EQ(m.at("model.head"), "moc");
-    for (const auto& [key, value] : c.model.to_map()) EXPECT_EQ(m.at("model." + key), value) << preset << ": " << key;
+    for (const auto& [key, value] : c.model.to_map())
+      EXPECT_EQ(m.at("model." + key), value) << preset << ": " << key;
   }
 }

@@ -16,44 +16,49 @@ TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
   // N = 140 rows (T=35, B=4), K=3 -> 420 context rows: when recomputed, four chunks of 128 with a
   // ragged tail; when kept, one GEMM over all of them.
   const int64_t N = 140, B = 4, H = 9, E = 6, K = 3, V = 257;
-  for (int64_t keep_limit : {int64_t{64} << 20, int64_t{0}})  // logits kept for backward / recomputed
-  for (HeadKind kind : {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC})
-    for (float scale : {1.0f, 8.0f}) {  // scale 8: logits of magnitude ~50
-      SCOPED_TRACE(head_kind_name(kind) + " scale " + std::to_string(scale) + (keep_limit ? " kept" : " recomputed"));
-      Generator gen(21);
-      auto head = make_head(kind, V, H, E, K, 0.0f, Tensor(), gen);
-      head->fused_options.keep_logits_floats = keep_limit, head->fused_options.stream_chunk_rows = 128;
-      {
-        NoGradGuard no_grad;
-        for (Tensor p : head->parameters()) {
-          float* d = p.data();
-          for (int64_t i = 0; i < p.numel(); ++i) d[i] *= scale;
+  for (int64_t keep_limit :
+       {int64_t{64} << 20, int64_t{0}})  // logits kept for backward / recomputed
+    for (HeadKind kind :
+         {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC})
+      for (float scale : {1.0f, 8.0f}) {  // scale 8: logits of magnitude ~50
+        SCOPED_TRACE(head_kind_name(kind) + " scale " + std::to_string(scale) +
+                     (keep_limit ? " kept" : " recomputed"));
+        Generator gen(21);
+        auto head = make_head(kind, V, H, E, K, 0.0f, Tensor(), gen);
+        head->fused_options.keep_logits_floats = keep_limit,
+        head->fused_options.stream_chunk_rows = 128;
+        {
+          NoGradGuard no_grad;
+          for (Tensor p : head->parameters()) {
+            float* d = p.data();
+            for (int64_t i = 0; i < p.numel(); ++i) d[i] *= scale;
+          }
+        }
+        const Tensor h = Tensor::uniform({N, H}, -1, 1, gen).requires_grad_();
+        std::vector<int64_t> targets(N);
+        for (int64_t n = 0; n < N; ++n) targets[n] = (n * 37 + 11) % V;
+        std::vector<std::vector<float>> grads[2];
+        float losses[2];
+        for (int fused = 0; fused < 2; ++fused) {
+          head->fused_loss = fused == 1;
+          head->zero_grad();
+          h.impl().grad.reset();
+          const Tensor loss = head->nll(h, B, targets, gen);
+          losses[fused] = loss.item();
+          loss.backward();
+          grads[fused].push_back(h.grad().to_vector());
+          for (const Tensor& p : head->parameters()) grads[fused].push_back(p.grad().to_vector());
+        }
+        EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::fabs(losses[0]));
+        for (size_t i = 0; i < grads[0].size(); ++i) {
+          const int64_t n = static_cast<int64_t>(grads[0][i].size());
+          const std::string report =
+              compare_tensors("gradient " + std::to_string(i) + " (fused vs plain)",
+                              Tensor::from_vector(grads[1][i], {n}),
+                              Tensor::from_vector(grads[0][i], {n}), 1e-4, 1e-7);
+          EXPECT_TRUE(report.empty()) << report;
         }
       }
-      const Tensor h = Tensor::uniform({N, H}, -1, 1, gen).requires_grad_();
-      std::vector<int64_t> targets(N);
-      for (int64_t n = 0; n < N; ++n) targets[n] = (n * 37 + 11) % V;
-      std::vector<std::vector<float>> grads[2];
-      float losses[2];
-      for (int fused = 0; fused < 2; ++fused) {
-        head->fused_loss = fused == 1;
-        head->zero_grad();
-        h.impl().grad.reset();
-        const Tensor loss = head->nll(h, B, targets, gen);
-        losses[fused] = loss.item();
-        loss.backward();
-        grads[fused].push_back(h.grad().to_vector());
-        for (const Tensor& p : head->parameters()) grads[fused].push_back(p.grad().to_vector());
-      }
-      EXPECT_NEAR(losses[1], losses[0], 1e-5 * std::fabs(losses[0]));
-      for (size_t i = 0; i < grads[0].size(); ++i) {
-        const int64_t n = static_cast<int64_t>(grads[0][i].size());
-        const std::string report = compare_tensors("gradient " + std::to_string(i) + " (fused vs plain)",
-                                                   Tensor::from_vector(grads[1][i], {n}),
-                                                   Tensor::from_vector(grads[0][i], {n}), 1e-4, 1e-7);
-        EXPECT_TRUE(report.empty()) << report;
-      }
-    }
 }
 
 TEST(FusedLoss, Gradcheck) {
@@ -65,16 +70,26 @@ TEST(FusedLoss, Gradcheck) {
   const Tensor b = Tensor::uniform({V}, -1, 1, gen).requires_grad_();
   const Tensor prior_logits = Tensor::uniform({N, K}, -1, 1, gen).requires_grad_();
   for (bool sig : {false, true}) {
-    auto fn = [&](const Inputs& v) { return fused_mixture_nll(v[0], v[1], v[2], log_softmax(v[3], 1), targets, K, sig); };
-    EXPECT_GRADCHECK(sig ? "fused mosig nll" : "fused mos nll", fn, (Inputs{ctx, W, b, prior_logits}));
-    auto single = [&](const Inputs& v) { return fused_mixture_nll(v[0], v[1], v[2], Tensor(), {1, 5, 2, 0, 6, 6, 3, 4}, 1, sig); };
-    EXPECT_GRADCHECK(sig ? "fused sigsoftmax nll" : "fused softmax nll", single, (Inputs{ctx, W, b}));
+    auto fn = [&](const Inputs& v) {
+      return fused_mixture_nll(v[0], v[1], v[2], log_softmax(v[3], 1), targets, K, sig);
+    };
+    EXPECT_GRADCHECK(sig ? "fused mosig nll" : "fused mos nll", fn,
+                     (Inputs{ctx, W, b, prior_logits}));
+    auto single = [&](const Inputs& v) {
+      return fused_mixture_nll(v[0], v[1], v[2], Tensor(), {1, 5, 2, 0, 6, 6, 3, 4}, 1, sig);
+    };
+    EXPECT_GRADCHECK(sig ? "fused sigsoftmax nll" : "fused softmax nll", single,
+                     (Inputs{ctx, W, b}));
   }
 }
 
 TEST(FusedLoss, RejectsMismatchedShapes) {
   const Tensor ctx = Tensor::zeros({6, 3}), W = Tensor::zeros({5, 3}), b = Tensor::zeros({5});
-  EXPECT_THROW(fused_mixture_nll(ctx, W, b, Tensor::zeros({3, 2}), {0, 1}, 2, false), ShapeError);  // 2 targets, 6 rows
-  EXPECT_THROW(fused_mixture_nll(ctx, W, b, Tensor::zeros({3, 2}), {0, 1, 5}, 2, false), ShapeError);  // target 5 >= V
-  EXPECT_THROW(fused_mixture_nll(ctx, Tensor::zeros({5, 4}), b, Tensor(), {0, 1, 2, 3, 4, 0}, 1, false), ShapeError);
+  EXPECT_THROW(fused_mixture_nll(ctx, W, b, Tensor::zeros({3, 2}), {0, 1}, 2, false),
+               ShapeError);  // 2 targets, 6 rows
+  EXPECT_THROW(fused_mixture_nll(ctx, W, b, Tensor::zeros({3, 2}), {0, 1, 5}, 2, false),
+               ShapeError);  // target 5 >= V
+  EXPECT_THROW(
+      fused_mixture_nll(ctx, Tensor::zeros({5, 4}), b, Tensor(), {0, 1, 2, 3, 4, 0}, 1, false),
+      ShapeError);
 }

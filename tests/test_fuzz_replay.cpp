@@ -57,8 +57,11 @@ TEST(FuzzReplay, TheModelSeedsLoadWithoutError) {
 
 // The targets must be able to fail: only the clear errors are swallowed.
 TEST(FuzzReplay, OnlyClearErrorsAreSwallowed) {
-  EXPECT_NO_THROW(mgfuzz::expect_clear_error([] { throw std::runtime_error("checkpoint x is truncated"); }));
-  EXPECT_NO_THROW(mgfuzz::expect_clear_error([] { throw std::invalid_argument("--lr expects a number"); }));
+  EXPECT_NO_THROW(
+      mgfuzz::expect_clear_error([] { throw std::runtime_error("checkpoint x is truncated"); }));
+  EXPECT_NO_THROW(
+      mgfuzz::expect_clear_error([] { throw std::invalid_argument("--lr expects a number"); }));
   EXPECT_THROW(mgfuzz::expect_clear_error([] { throw std::bad_alloc(); }), std::bad_alloc);
-  EXPECT_THROW(mgfuzz::expect_clear_error([] { (void)std::stoll("99999999999999999999"); }), std::out_of_range);
+  EXPECT_THROW(mgfuzz::expect_clear_error([] { (void)std::stoll("99999999999999999999"); }),
+               std::out_of_range);
 }

@@ -1,14 +1,15 @@
 // The gdb walkthroughs in README.md and docs/gdb.md, run as written: every `(gdb)` line of every
 // session goes to gdb in batch mode on the debug build (build/debug/run_tests, build/debug/mosgrad,
 // which `make test` builds), and the lines shown under each command must appear in what gdb and the
-// program print for it, in that order. So a renamed function, a moved breakpoint or a changed printout
-// fails here instead of in a student's first session.
+// program print for it, in that order. So a renamed function, a moved breakpoint or a changed
+// printout fails here instead of in a student's first session.
 //
-// A session is a fenced block with a `$ gdb ... --args PROGRAM ARGS` line; `(gdb) CMD` lines follow,
-// each with the lines it prints. In those lines `…` stands for any text (addresses, line numbers,
-// numbers that depend on the data), and runs of spaces and tabs count as one space. The program runs as
-// written but for two things: --save gets a fresh temporary directory (train refuses one that holds a
-// run), and MOSGRAD_DATA names a generated corpus with PTB's vocabulary size, so shapes print as on PTB.
+// A session is a fenced block with a `$ gdb ... --args PROGRAM ARGS` line; `(gdb) CMD` lines
+// follow, each with the lines it prints. In those lines `…` stands for any text (addresses, line
+// numbers, numbers that depend on the data), and runs of spaces and tabs count as one space. The
+// program runs as written but for two things: --save gets a fresh temporary directory (train
+// refuses one that holds a run), and MOSGRAD_DATA names a generated corpus with PTB's vocabulary
+// size, so shapes print as on PTB.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -77,10 +78,12 @@ bool line_matches(const std::string& expected, const std::string& actual) {
     pos += parts[i].size();
   }
   const std::string& last = parts.back();
-  return actual.size() >= pos + last.size() && actual.compare(actual.size() - last.size(), last.size(), last) == 0;
+  return actual.size() >= pos + last.size() &&
+         actual.compare(actual.size() - last.size(), last.size(), last) == 0;
 }
 
-// The sessions of one Markdown file, and how many `(gdb)` lines it has in all (each must be in one).
+// The sessions of one Markdown file, and how many `(gdb)` lines it has in all (each must be in
+// one).
 std::vector<Session> sessions_in(const std::string& file, int* gdb_lines) {
   std::vector<Session> sessions;
   std::istringstream in(read_text(kSourceDir + "/" + file));
@@ -115,8 +118,11 @@ std::vector<Session> sessions_in(const std::string& file, int* gdb_lines) {
 // Train, valid and test text whose vocabulary has PTB's 10,000 words (9,998 + <unk> + <eos>).
 std::string write_ptb_sized_corpus() {
   const std::string dir = mgtest::temp_dir("gdb_corpus");
-  auto word = [](int64_t i) { return i % 9999 == 9998 ? std::string("<unk>") : "w" + std::to_string(i % 9999); };
-  for (const auto& [file, tokens] : {std::pair<std::string, int64_t>{"ptb.train.txt", 12000}, {"ptb.valid.txt", 1200},
+  auto word = [](int64_t i) {
+    return i % 9999 == 9998 ? std::string("<unk>") : "w" + std::to_string(i % 9999);
+  };
+  for (const auto& [file, tokens] : {std::pair<std::string, int64_t>{"ptb.train.txt", 12000},
+                                     {"ptb.valid.txt", 1200},
                                      {"ptb.test.txt", 1200}}) {
     std::ofstream out(dir + "/" + file);
     for (int64_t i = 0; i < tokens; ++i) out << word(i * 7919) << ((i + 1) % 20 == 0 ? "\n" : " ");
@@ -125,15 +131,18 @@ std::string write_ptb_sized_corpus() {
 }
 
 // Runs the session's commands in one gdb, each after a marker line; returns each command's output.
-std::vector<std::vector<std::string>> run_session(const Session& s, const std::string& data, std::string* all) {
+std::vector<std::vector<std::string>> run_session(const Session& s, const std::string& data,
+                                                  std::string* all) {
   const std::string dir = mgtest::temp_dir("gdb_session");
   std::ofstream script(dir + "/commands.gdb");
   for (size_t i = 0; i < s.commands.size(); ++i)
     script << "echo \\n@@walkthrough " << i << "@@\\n\n" << s.commands[i].text << "\n";
   script.close();
-  const std::string args = std::regex_replace(s.args, std::regex("--save +[^ ]+"), "--save " + dir + "/run");
-  const std::string shell = "cd '" + kSourceDir + "' && MOSGRAD_DATA='" + data + "' DEBUGINFOD_URLS= timeout 300 " +
-                            "gdb -nx -q -batch -x '" + dir + "/commands.gdb' --args " + s.program + args + " > '" + dir +
+  const std::string args =
+      std::regex_replace(s.args, std::regex("--save +[^ ]+"), "--save " + dir + "/run");
+  const std::string shell = "cd '" + kSourceDir + "' && MOSGRAD_DATA='" + data +
+                            "' DEBUGINFOD_URLS= timeout 300 " + "gdb -nx -q -batch -x '" + dir +
+                            "/commands.gdb' --args " + s.program + args + " > '" + dir +
                             "/out.txt' 2>&1 < /dev/null";
   (void)std::system(shell.c_str());  // gdb's status says little; what it printed says what happened
   *all = read_text(dir + "/out.txt");
@@ -141,8 +150,10 @@ std::vector<std::vector<std::string>> run_session(const Session& s, const std::s
   std::istringstream out(*all);
   int current = -1;
   for (std::string line; std::getline(out, line);) {
-    if (line.rfind("@@walkthrough ", 0) == 0) current = std::stoi(line.substr(14));
-    else if (current >= 0) outputs[current].push_back(squeeze(line));
+    if (line.rfind("@@walkthrough ", 0) == 0)
+      current = std::stoi(line.substr(14));
+    else if (current >= 0)
+      outputs[current].push_back(squeeze(line));
   }
   return outputs;
 }
@@ -151,10 +162,12 @@ std::vector<std::vector<std::string>> run_session(const Session& s, const std::s
 
 TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
   if (std::system("gdb --version > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "gdb is not installed, so the gdb walkthrough in README.md is not checked (apt-get install gdb)";
+    GTEST_SKIP() << "gdb is not installed, so the gdb walkthrough in README.md is not checked "
+                    "(apt-get install gdb)";
   for (const char* program : {"build/debug/run_tests", "build/debug/mosgrad"})
     if (!fs::exists(kSourceDir + "/" + program))
-      GTEST_SKIP() << program << " is missing, so the gdb walkthrough is not checked: `make debug` builds it "
+      GTEST_SKIP() << program
+                   << " is missing, so the gdb walkthrough is not checked: `make debug` builds it "
                    << "(`make test` does so before running the tests)";
   int gdb_lines = 0, commands = 0;
   std::vector<Session> sessions;
@@ -166,8 +179,10 @@ TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
     runs_tests = runs_tests || s.program == "build/debug/run_tests";
     runs_mosgrad = runs_mosgrad || s.program == "build/debug/mosgrad";
   }
-  ASSERT_TRUE(runs_tests && runs_mosgrad) << "the docs must walk through both build/debug/run_tests and build/debug/mosgrad";
-  ASSERT_EQ(commands, gdb_lines) << "every (gdb) line must be inside a session (a block with `$ gdb ... --args`)";
+  ASSERT_TRUE(runs_tests && runs_mosgrad)
+      << "the docs must walk through both build/debug/run_tests and build/debug/mosgrad";
+  ASSERT_EQ(commands, gdb_lines)
+      << "every (gdb) line must be inside a session (a block with `$ gdb ... --args`)";
 
   const std::string data = write_ptb_sized_corpus();
   for (const Session& s : sessions) {
@@ -175,8 +190,11 @@ TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
     std::string all;
     const std::vector<std::vector<std::string>> outputs = run_session(s, data, &all);
     if (all.find("ptrace: Operation not permitted") != std::string::npos)
-      GTEST_SKIP() << "gdb may not trace programs here (ptrace is not permitted), so the walkthrough is not checked";
-    EXPECT_EQ(all.find("Error in sourced command file"), std::string::npos) << "gdb stopped at an error:\n" << all;
+      GTEST_SKIP() << "gdb may not trace programs here (ptrace is not permitted), so the "
+                      "walkthrough is not checked";
+    EXPECT_EQ(all.find("Error in sourced command file"), std::string::npos)
+        << "gdb stopped at an error:\n"
+        << all;
     for (size_t i = 0; i < s.commands.size(); ++i) {
       const Command& c = s.commands[i];
       size_t next = 0;  // the expected lines in order, others in between allowed
@@ -185,7 +203,9 @@ TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
         if (next == outputs[i].size()) {
           std::string got;
           for (const std::string& line : outputs[i]) got += "  | " + line + "\n";
-          ADD_FAILURE() << "(gdb) " << c.text << "\ndid not print, in order,\n  " << want << "\nit printed:\n" << got;
+          ADD_FAILURE() << "(gdb) " << c.text << "\ndid not print, in order,\n  " << want
+                        << "\nit printed:\n"
+                        << got;
           break;
         }
         ++next;

@@ -38,9 +38,10 @@ struct Case {
   bool nan_c = false;                       // C starts as NaN (only meaningful with beta == 0)
   std::string str() const {
     return std::string(ta ? "T" : "N") + (tb ? "T" : "N") + " M=" + std::to_string(M) +
-           " N=" + std::to_string(N) + " K=" + std::to_string(K) + " alpha=" + std::to_string(alpha) +
-           " beta=" + std::to_string(beta) + " pads=" + std::to_string(pad_a) + "," +
-           std::to_string(pad_b) + "," + std::to_string(pad_c);
+           " N=" + std::to_string(N) + " K=" + std::to_string(K) +
+           " alpha=" + std::to_string(alpha) + " beta=" + std::to_string(beta) +
+           " pads=" + std::to_string(pad_a) + "," + std::to_string(pad_b) + "," +
+           std::to_string(pad_c);
   }
 };
 
@@ -84,8 +85,8 @@ struct Problem {
 void expect_matches_reference(const Problem& r, const Case& c, const std::vector<float>& got,
                               const std::string& what) {
   std::vector<float> want = r.C0;
-  mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(),
-                     r.B.ld, c.beta, want.data(), r.ldc);
+  mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld,
+                     c.beta, want.data(), r.ldc);
   int failures = 0;
   for (int64_t i = 0; i < c.M && failures < 5; ++i)
     for (int64_t j = 0; j < c.N && failures < 5; ++j) {
@@ -217,7 +218,10 @@ TEST(Gemm, EmptyMatricesAreNoOps) {
 
 // The model's shapes, scaled down in N, through the default (fastest) kernel.
 TEST(Gemm, ModelShapes) {
-  struct S { bool ta, tb; int64_t M, N, K; };
+  struct S {
+    bool ta, tb;
+    int64_t M, N, K;
+  };
   const S shapes[] = {{false, false, 20, 1600, 400},  // LSTM step: batch x 4H
                       {false, false, 70, 1000, 200},  // output projection
                       {false, true, 70, 1000, 200},   // its input gradient
@@ -236,7 +240,11 @@ TEST(Gemm, ModelShapes) {
 // small-M LSTM step), with several kc blocks.
 TEST(Gemm, BitwiseIndependentOfThreadCount) {
   const int saved = mg::num_threads();
-  struct S { bool ta, tb; int64_t M, N, K; float beta; };
+  struct S {
+    bool ta, tb;
+    int64_t M, N, K;
+    float beta;
+  };
   const S shapes[] = {{false, false, 20, 1600, 400, 0.0f},
                       {false, true, 300, 500, 700, 1.0f},
                       {true, false, 133, 97, 450, 0.5f},
@@ -326,16 +334,17 @@ TEST(Gemm, ForcedKernelsAgree) {
 }
 
 TEST(Gemm, ThePathSwitchRunsTheReferenceAndRestoresTheFastOne) {
-  // `--gemm reference` must really run the triple loop: with the switch set, mg::gemm gives its bits,
-  // which differ from the fast path's here (float against double accumulation over K = 300).
+  // `--gemm reference` must really run the triple loop: with the switch set, mg::gemm gives its
+  // bits, which differ from the fast path's here (float against double accumulation over K = 300).
   Case c;
   c.tb = true, c.M = 37, c.N = 41, c.K = 300, c.alpha = 1.0f, c.beta = 0.0f;
   const Problem r(c, 900);
   std::vector<float> want = r.C0, fast = r.C0, switched = r.C0;
-  mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta,
-                     want.data(), r.ldc);
+  mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld,
+                     c.beta, want.data(), r.ldc);
   ASSERT_EQ(mg::gemm_path(), mg::GemmPath::kFast) << "the fast GEMM must be the default";
-  mg::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta, fast.data(), r.ldc);
+  mg::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta,
+           fast.data(), r.ldc);
   {
     const mg::GemmPathScope reference(mg::GemmPath::kReference);
     mg::gemm(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld, c.beta,

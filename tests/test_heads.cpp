@@ -13,7 +13,8 @@ using namespace mg;
 using Inputs = std::vector<Tensor>;
 
 namespace {
-const HeadKind kAllHeads[] = {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax, HeadKind::MoSig, HeadKind::MoC};
+const HeadKind kAllHeads[] = {HeadKind::Softmax, HeadKind::MoS, HeadKind::Sigsoftmax,
+                              HeadKind::MoSig, HeadKind::MoC};
 
 // A head with V=11, H=5 (and E=4, K=3 for the mixtures), its weights scaled by `scale`.
 std::shared_ptr<OutputHead> small_head(HeadKind kind, float scale, uint64_t seed) {
@@ -31,7 +32,8 @@ std::shared_ptr<OutputHead> small_head(HeadKind kind, float scale, uint64_t seed
 void expect_rows_normalised(const std::string& name, const Tensor& logp) {
   const Tensor lse = logsumexp(logp, 1);
   EXPECT_TENSOR_NEAR(lse, Tensor::zeros(lse.shape()), 0.0, 1e-5);
-  for (float v : logp.to_vector()) ASSERT_TRUE(std::isfinite(v)) << name << ": non-finite log-prob " << v;
+  for (float v : logp.to_vector())
+    ASSERT_TRUE(std::isfinite(v)) << name << ": non-finite log-prob " << v;
 }
 }  // namespace
 
@@ -42,7 +44,9 @@ TEST(Heads, GradcheckEveryHead) {
     const Tensor h = Tensor::uniform({6, 5}, -1, 1, gen).requires_grad_();
     Inputs inputs = {h};
     for (const Tensor& p : head->parameters()) inputs.push_back(p);
-    auto fn = [&](const Inputs& v) { return head->log_prob(v[0], 3, gen); };  // params are read from the head
+    auto fn = [&](const Inputs& v) {
+      return head->log_prob(v[0], 3, gen);
+    };  // params are read from the head
     EXPECT_GRADCHECK(head_kind_name(kind), fn, inputs);
   }
 }
@@ -71,7 +75,8 @@ TEST(Heads, MosWithOneExpertIsSoftmaxOfTheLatent) {
   MixtureHead mos(HeadKind::MoS, 11, 5, 4, 1, 0.0f, Tensor(), gen);
   const Tensor h = Tensor::uniform({6, 5}, -1, 1, gen);
   const Tensor latent = tanh(add(matmul(h, mos.latent_weight, false, true), mos.latent_bias));
-  const Tensor expected = log_softmax(add(matmul(latent, mos.decoder_weight, false, true), mos.decoder_bias), 1);
+  const Tensor expected =
+      log_softmax(add(matmul(latent, mos.decoder_weight, false, true), mos.decoder_bias), 1);
   EXPECT_TENSOR_NEAR(mos.log_prob(h, 2, gen), expected, 1e-5, 1e-6);
 }
 
@@ -80,10 +85,11 @@ TEST(Heads, MosIsTheMixtureOfComponentProbabilities) {
   Generator gen(8);
   MixtureHead mos(HeadKind::MoS, 11, 5, 4, 3, 0.0f, Tensor(), gen);
   const Tensor h = Tensor::uniform({6, 5}, -1, 1, gen);
-  const Tensor pi = exp(mos.log_prior(h));                                          // [N,K]
-  const Tensor z = add(matmul(mos.contexts(h, 2, gen), mos.decoder_weight, false, true), mos.decoder_bias);
-  const Tensor comp = reshape(softmax(z, 1), {6, 3, 11});                           // [N,K,V]
-  const Tensor p = sum(mul(comp, reshape(pi, {6, 3, 1})), 1);                        // [N,V]
+  const Tensor pi = exp(mos.log_prior(h));  // [N,K]
+  const Tensor z =
+      add(matmul(mos.contexts(h, 2, gen), mos.decoder_weight, false, true), mos.decoder_bias);
+  const Tensor comp = reshape(softmax(z, 1), {6, 3, 11});      // [N,K,V]
+  const Tensor p = sum(mul(comp, reshape(pi, {6, 3, 1})), 1);  // [N,V]
   EXPECT_TENSOR_NEAR(exp(mos.log_prob(h, 2, gen)), p, 1e-5, 1e-7);
 }
 
@@ -127,7 +133,8 @@ TEST(Heads, MosLatentDropoutIsLockedOverTime) {
       kept += mask != 0.0f;
       for (int64_t t = 1; t < T; ++t) {
         const int64_t at = (t * B + b) * row + j;
-        ASSERT_EQ(dropped[at] == 0.0f, mask == 0.0f) << "the mask of b=" << b << " unit " << j << " changes at t=" << t;
+        ASSERT_EQ(dropped[at] == 0.0f, mask == 0.0f)
+            << "the mask of b=" << b << " unit " << j << " changes at t=" << t;
       }
     }
   EXPECT_GT(kept, 0);

@@ -24,8 +24,10 @@ std::string json_error(const std::string& text, int max_depth = 16) {
 
 TEST(Json, ASafetensorsHeader) {
   const mg::JsonValue v = mg::parse_json(
-      "{ \"b\" : {\"data_offsets\": [4, 18446744073709551615], \"shape\": [], \"dtype\": \"F32\"},\n"
-      "  \"__metadata__\": {\"k\": \"\\u00fc\\ud83d\\ude00\\/\"},\r\n\t\"a\": {\"extra\": null, \"t\": true, \"f\": false} }  ");
+      "{ \"b\" : {\"data_offsets\": [4, 18446744073709551615], \"shape\": [], \"dtype\": "
+      "\"F32\"},\n"
+      "  \"__metadata__\": {\"k\": \"\\u00fc\\ud83d\\ude00\\/\"},\r\n\t\"a\": {\"extra\": null, "
+      "\"t\": true, \"f\": false} }  ");
   ASSERT_EQ(v.kind, mg::JsonValue::Object);
   ASSERT_EQ(v.members.size(), 3u);
   EXPECT_EQ(v.members[0].first, "b");  // file order, not sorted
@@ -68,7 +70,8 @@ TEST(Json, NumbersAsDoublesAndAsExactSizes) {
 }
 
 TEST(Json, ErrorsSayWhereAndWhat) {
-  EXPECT_EQ(json_error(R"({"kind":"interval","ppl":})"), "at byte 25: missing or bad value for \"ppl\"");
+  EXPECT_EQ(json_error(R"({"kind":"interval","ppl":})"),
+            "at byte 25: missing or bad value for \"ppl\"");
   EXPECT_HAS(json_error(R"({"ppl":400)"), "expected ',' or '}' after the value of \"ppl\"");
   EXPECT_HAS(json_error(R"({"kind" "x"})"), "expected ':' after the key \"kind\"");
   EXPECT_HAS(json_error(R"({"a":1,})"), "expected a key in double quotes");

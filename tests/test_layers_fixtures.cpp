@@ -26,11 +26,12 @@ const mgtest::Fixtures& fx() {
 // layers; whole models chain ~20 ops, so they get 1e-4 (the issue's bound).
 constexpr double kRtol = 1e-5, kAtol = 1e-6, kModelRtol = 1e-4, kModelAtol = 1e-6;
 
-// Gradients through logits of magnitude ~200 ("_extreme" heads) carry float32 rounding of the logits
-// themselves (ulp(200) = 1.5e-5): PyTorch's own float32 misses the float64 reference by up to 1.6e-3
-// absolute / 1e-3 relative on these tensors (measured with the fixture inputs, torch 1.13), and we
-// land at the same level. So those gradients are compared at rtol 1e-4 with an atol of 1e-4 of the
-// tensor's largest entry; everything else, including the extreme log-probs, at kRtol/kAtol.
+// Gradients through logits of magnitude ~200 ("_extreme" heads) carry float32 rounding of the
+// logits themselves (ulp(200) = 1.5e-5): PyTorch's own float32 misses the float64 reference by up
+// to 1.6e-3 absolute / 1e-3 relative on these tensors (measured with the fixture inputs,
+// torch 1.13), and we land at the same level. So those gradients are compared at rtol 1e-4 with an
+// atol of 1e-4 of the tensor's largest entry; everything else, including the extreme log-probs, at
+// kRtol/kAtol.
 double scaled_atol(const Tensor& ref) {
   double m = 0;
   for (float v : ref.to_vector()) m = std::max(m, static_cast<double>(std::fabs(v)));
@@ -45,7 +46,8 @@ void set_values(Tensor dst, const Tensor& src) {
 }  // namespace
 
 TEST(LayersVsPyTorch, Linear) {
-  const Tensor x = fx().leaf("linear.x"), w = fx().leaf("linear.weight"), b = fx().leaf("linear.bias");
+  const Tensor x = fx().leaf("linear.x"), w = fx().leaf("linear.weight"),
+               b = fx().leaf("linear.bias");
   const Tensor out = linear(x, w, b);  // x [5,4], W [3,4], b [3]
   EXPECT_TENSOR_NEAR(out, fx().get("linear.out"), kRtol, kAtol);
   sum(mul(out, fx().get("linear.R"))).backward();
@@ -56,7 +58,8 @@ TEST(LayersVsPyTorch, Linear) {
 
 TEST(LayersVsPyTorch, Embedding) {
   const Tensor w = fx().leaf("embedding.weight");  // [7,4]
-  const Tensor out = embedding_lookup(w, fx().ints("embedding.ids"), 3, 2);  // ids [3,2] with repeats
+  const Tensor out =
+      embedding_lookup(w, fx().ints("embedding.ids"), 3, 2);  // ids [3,2] with repeats
   EXPECT_TENSOR_NEAR(out, fx().get("embedding.out"), kRtol, kAtol);
   sum(mul(out, fx().get("embedding.R"))).backward();
   EXPECT_TENSOR_NEAR(w.grad(), fx().get("embedding.grad.weight"), kRtol, kAtol);
@@ -68,14 +71,15 @@ TEST(LayersVsPyTorch, LstmBothImplementations) {
     SCOPED_TRACE(fused ? "fused" : "step by step");
     const Tensor x = fx().leaf("lstm.x");
     const Tensor h0 = fx().leaf("lstm.h0"), c0 = fx().leaf("lstm.c0");  // [1,B,H] as in PyTorch
-    const LSTMWeights w{fx().leaf("lstm.weight_ih"), fx().leaf("lstm.weight_hh"), fx().leaf("lstm.bias_ih"),
-                        fx().leaf("lstm.bias_hh")};
+    const LSTMWeights w{fx().leaf("lstm.weight_ih"), fx().leaf("lstm.weight_hh"),
+                        fx().leaf("lstm.bias_ih"), fx().leaf("lstm.bias_hh")};
     const LSTMState s0{reshape(h0, {3, 5}), reshape(c0, {3, 5})};
     auto [out, s] = fused ? lstm_fused(x, s0, w) : lstm_steps(x, s0, w);
     EXPECT_TENSOR_NEAR(out, fx().get("lstm.out"), kRtol, kAtol);
     EXPECT_TENSOR_NEAR(reshape(s.h, {1, 3, 5}), fx().get("lstm.hT"), kRtol, kAtol);
     EXPECT_TENSOR_NEAR(reshape(s.c, {1, 3, 5}), fx().get("lstm.cT"), kRtol, kAtol);
-    add(add(sum(mul(out, fx().get("lstm.R"))), sum(mul(reshape(s.h, {1, 3, 5}), fx().get("lstm.Rh")))),
+    add(add(sum(mul(out, fx().get("lstm.R"))),
+            sum(mul(reshape(s.h, {1, 3, 5}), fx().get("lstm.Rh")))),
         sum(mul(reshape(s.c, {1, 3, 5}), fx().get("lstm.Rc"))))
         .backward();
     EXPECT_TENSOR_NEAR(x.grad(), fx().get("lstm.grad.x"), kRtol, kAtol);
@@ -126,8 +130,9 @@ TEST(LayersVsPyTorch, EveryHeadLogProbsNllAndGradients) {
 TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
   // V=23, E=6, nhid=7, nhidlast=5, K=3, T=5, B=2, zero initial state; loss = mean NLL.
   const std::pair<std::string, HeadKind> configs[] = {
-      {"softmax", HeadKind::Softmax}, {"softmax_untied", HeadKind::Softmax}, {"mos", HeadKind::MoS},
-      {"mos_l3", HeadKind::MoS},      {"mos_scaled", HeadKind::MoS},         {"sigsoftmax", HeadKind::Sigsoftmax},
+      {"softmax", HeadKind::Softmax}, {"softmax_untied", HeadKind::Softmax},
+      {"mos", HeadKind::MoS},         {"mos_l3", HeadKind::MoS},
+      {"mos_scaled", HeadKind::MoS},  {"sigsoftmax", HeadKind::Sigsoftmax},
       {"mosig", HeadKind::MoSig},     {"moc", HeadKind::MoC}};
   // The fast paths, then each reference path a run can switch to (--fused-lstm false, --fused-head
   // false, --gemm reference): every one must match PyTorch within the same tolerance.
@@ -151,7 +156,8 @@ TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
       mc.nhid = static_cast<int64_t>(fx().get(p + "cfg.nhid").item());
       mc.nhidlast = static_cast<int64_t>(fx().get(p + "cfg.nhidlast").item());
       mc.nlayers = static_cast<int64_t>(fx().get(p + "cfg.nlayers").item());
-      mc.n_experts = std::max<int64_t>(1, static_cast<int64_t>(fx().get(p + "cfg.n_experts").item()));
+      mc.n_experts =
+          std::max<int64_t>(1, static_cast<int64_t>(fx().get(p + "cfg.n_experts").item()));
       mc.tied = fx().get(p + "cfg.tied").item() != 0;
       mc.head = kind, mc.fused_lstm = paths.fused_lstm, mc.fused_head = paths.fused_head;
       RNNModel model(mc, 1);
@@ -164,8 +170,10 @@ TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
       for (int64_t l = 0; l < mc.nlayers; ++l) {
         const std::string ls = std::to_string(l);
         const Shape s = {1, B, out.hidden[l].h.size(1)};
-        EXPECT_TENSOR_NEAR(reshape(out.hidden[l].h, s), fx().get(p + "h." + ls), kModelRtol, kModelAtol);
-        EXPECT_TENSOR_NEAR(reshape(out.hidden[l].c, s), fx().get(p + "c." + ls), kModelRtol, kModelAtol);
+        EXPECT_TENSOR_NEAR(reshape(out.hidden[l].h, s), fx().get(p + "h." + ls), kModelRtol,
+                           kModelAtol);
+        EXPECT_TENSOR_NEAR(reshape(out.hidden[l].c, s), fx().get(p + "c." + ls), kModelRtol,
+                           kModelAtol);
         EXPECT_TENSOR_NEAR(out.raw_outputs[l], fx().get(p + "out." + ls), kModelRtol, kModelAtol);
       }
       // The training path: loss through the head's nll, gradients of every parameter.

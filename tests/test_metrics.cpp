@@ -22,7 +22,9 @@ namespace {
 
 using MetricsDir = mgtest::TempDir;
 
-std::string read_all(const std::string& path) { return mgtest::read_bytes(path); }
+std::string read_all(const std::string& path) {
+  return mgtest::read_bytes(path);
+}
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -39,8 +41,10 @@ std::string raw_field(const std::string& line, const std::string& key) {
   const size_t at = line.find(needle);
   if (at == std::string::npos) return "";
   size_t begin = at + needle.size(), end = begin;
-  if (line[begin] == '"') end = line.find('"', begin + 1) + 1;
-  else end = line.find_first_of(",}", begin);
+  if (line[begin] == '"')
+    end = line.find('"', begin + 1) + 1;
+  else
+    end = line.find_first_of(",}", begin);
   return line.substr(begin, end - begin);
 }
 
@@ -64,12 +68,13 @@ using mgtest::error_of;
 
 size_t count(const std::string& text, const std::string& what) {
   size_t n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size()))
+    ++n;
   return n;
 }
 
-mg::IntervalMetrics interval(int64_t epoch, int64_t batch, int64_t batches, int64_t tokens, double loss,
-                             double elapsed) {
+mg::IntervalMetrics interval(int64_t epoch, int64_t batch, int64_t batches, int64_t tokens,
+                             double loss, double elapsed) {
   mg::IntervalMetrics m;
   m.epoch = epoch;
   m.step = batch;
@@ -84,8 +89,8 @@ mg::IntervalMetrics interval(int64_t epoch, int64_t batch, int64_t batches, int6
   return m;
 }
 
-mg::EpochMetrics epoch_end(int64_t epoch, int64_t tokens, double train_loss, double val_loss, double elapsed,
-                           bool best) {
+mg::EpochMetrics epoch_end(int64_t epoch, int64_t tokens, double train_loss, double val_loss,
+                           double elapsed, bool best) {
   mg::EpochMetrics m;
   m.epoch = epoch;
   m.step = 1327 * epoch;
@@ -115,7 +120,11 @@ TEST(Metrics, WriterLinesReadBack) {
   const auto lines = lines_of(read_all(path));
   ASSERT_EQ(lines.size(), 2u);
   const std::string& a = lines[0];
-  EXPECT_EQ(a.rfind("{\"kind\":\"interval\",\"epoch\":1,\"step\":200,\"batch\":200,\"tokens\":140000,", 0), 0u) << a;
+  EXPECT_EQ(
+      a.rfind("{\"kind\":\"interval\",\"epoch\":1,\"step\":200,\"batch\":200,\"tokens\":140000,",
+              0),
+      0u)
+      << a;
   EXPECT_EQ(a.back(), '}');
   EXPECT_DOUBLE_EQ(num_field(a, "loss"), 5.12);
   EXPECT_NEAR(num_field(a, "ppl"), std::exp(5.12), std::exp(5.12) * 1e-5);
@@ -216,7 +225,8 @@ TEST(Metrics, PlainDisplayOneLinePerInterval) {
   EXPECT_NE(lines[1].find("ETA 3m47s"), std::string::npos) << lines[1];  // 900 * 0.252
   EXPECT_EQ(lines[2], std::string(lines[3].size(), '-'));
   EXPECT_EQ(lines[3],
-            "| end of epoch 1 | time 350.2s | train ppl 200.3 | valid loss 4.90 | valid ppl 134.3 | sgd | saved best");
+            "| end of epoch 1 | time 350.2s | train ppl 200.3 | valid loss 4.90 | valid ppl 134.3 "
+            "| sgd | saved best");
   EXPECT_EQ(lines[4], lines[2]);
   EXPECT_NE(lines[5].find("| epoch 2 |"), std::string::npos) << lines[5];
   EXPECT_NE(lines[5].find("ETA 1m40s"), std::string::npos) << lines[5];
@@ -233,8 +243,9 @@ TEST(Metrics, TtyDisplayRedrawsInPlace) {
   std::fseek(f, 0, SEEK_END);
   EXPECT_EQ(count(bars, "\r"), 2u) << bars;
   EXPECT_EQ(bars.find('\n'), std::string::npos) << "a bar line must stay open";
-  EXPECT_NE(bars.find("epoch 1 [=========>          ]  49%  663/1327  2,650 tok/s  loss 5.12  ppl 167.3"),
-            std::string::npos)
+  EXPECT_NE(
+      bars.find("epoch 1 [=========>          ]  49%  663/1327  2,650 tok/s  loss 5.12  ppl 167.3"),
+      std::string::npos)
       << bars;
   EXPECT_NE(bars.find("[====================] 100%"), std::string::npos) << bars;
   EXPECT_LT(bars.size() / 2, 100u);  // each bar fits a 100-column terminal
@@ -252,7 +263,9 @@ TEST(Metrics, TtyDisplayRedrawsInPlace) {
   // The summary starts on a cleared line: only spaces between the last \r and the rule.
   const std::string rule_line = lines[0].substr(lines[0].rfind('\r') + 1);
   EXPECT_EQ(rule_line, std::string(rule_line.size(), '-'));
-  EXPECT_EQ(lines[1], "| end of epoch 1 | time 350.2s | train ppl 200.3 | valid loss 4.90 | valid ppl 134.3 | sgd");
+  EXPECT_EQ(
+      lines[1],
+      "| end of epoch 1 | time 350.2s | train ppl 200.3 | valid loss 4.90 | valid ppl 134.3 | sgd");
   EXPECT_EQ(lines[3].substr(lines[3].rfind('\r') + 1), "note");
   EXPECT_NE(lines[4].find("epoch 2 ["), std::string::npos) << lines[4];
   // finish ended the last bar's line, once
@@ -293,8 +306,8 @@ TEST(Metrics, PlotWritesSvg) {
   EXPECT_NE(svg.find("validation (per epoch)"), std::string::npos);
   EXPECT_NE(svg.find("PTB &lt;small&gt; &amp; &quot;quick&quot;"), std::string::npos);
   EXPECT_EQ(svg.find("<small>"), std::string::npos);
-  EXPECT_NE(svg.find(">200k<"), std::string::npos);   // token ticks
-  EXPECT_NE(svg.find(">500<"), std::string::npos);    // perplexity ticks, log scale
+  EXPECT_NE(svg.find(">200k<"), std::string::npos);  // token ticks
+  EXPECT_NE(svg.find(">500<"), std::string::npos);   // perplexity ticks, log scale
   EXPECT_NE(svg.find(">200<"), std::string::npos);
   EXPECT_NE(svg.find("training tokens"), std::string::npos);
   EXPECT_NE(svg.find("perplexity (log scale)"), std::string::npos);
@@ -332,7 +345,8 @@ TEST(Metrics, PlotDegenerateInputs) {
   EXPECT_GE(count(svg, "<circle"), 1u);  // a lone point is drawn as a dot
 
   // A single epoch line only.
-  d.write("c.jsonl", R"({"kind":"epoch","tokens":5000,"train_loss":5.0,"val_loss":4.8})" "\n");
+  d.write("c.jsonl", R"({"kind":"epoch","tokens":5000,"train_loss":5.0,"val_loss":4.8})"
+                     "\n");
   mg::plot_learning_curves(d.file("c.jsonl"), d.file("c.svg"));
   svg = read_all(d.file("c.svg"));
   EXPECT_EQ(count(svg, "<polyline"), 2u);  // validation, and training from the epoch's train loss
@@ -346,7 +360,8 @@ TEST(Metrics, PlotOfWriterOutput) {
     mg::MetricsWriter w(path);
     for (int e = 1; e <= 3; ++e) {
       for (int b = 1; b <= 5; ++b)
-        w.write(interval(e, b * 100, 500, (e - 1) * 350000 + b * 70000, 6.5 - 0.3 * e - 0.05 * b, 10.0 * b));
+        w.write(interval(e, b * 100, 500, (e - 1) * 350000 + b * 70000, 6.5 - 0.3 * e - 0.05 * b,
+                         10.0 * b));
       w.write(epoch_end(e, e * 350000, 6.4 - 0.3 * e, 5.5 - 0.25 * e, 60.0 * e, true));
     }
   }
@@ -365,16 +380,23 @@ TEST(Metrics, PlotErrorsNameFileAndLine) {
     d.write("bad.jsonl", text);
     return error_of([&] { mg::plot_learning_curves(path, svg_path); });
   };
-  const std::string good = R"({"kind":"interval","tokens":1000,"ppl":400})" "\n";
-  std::string err = error_for(good + good + R"({"kind":"interval","tokens":3000,"ppl":})" "\n");
+  const std::string good = R"({"kind":"interval","tokens":1000,"ppl":400})"
+                           "\n";
+  std::string err = error_for(good + good +
+                              R"({"kind":"interval","tokens":3000,"ppl":})"
+                              "\n");
   EXPECT_NE(err.find(path + ":3: "), std::string::npos) << err;
   EXPECT_NE(err.find("\"ppl\""), std::string::npos) << err;
-  err = error_for(good + "\n" + R"({"kind":"interval","tokens":1000,"ppl":400)" "\n");
+  err = error_for(good + "\n" +
+                  R"({"kind":"interval","tokens":1000,"ppl":400)"
+                  "\n");
   EXPECT_NE(err.find(path + ":3: "), std::string::npos) << err;
-  err = error_for(R"({"kind":"interval","ppl":400})" "\n");
+  err = error_for(R"({"kind":"interval","ppl":400})"
+                  "\n");
   EXPECT_NE(err.find(path + ":1: "), std::string::npos) << err;
   EXPECT_NE(err.find("tokens"), std::string::npos) << err;
-  err = error_for(R"({"kind":"interval","tokens":"many","ppl":400})" "\n");
+  err = error_for(R"({"kind":"interval","tokens":"many","ppl":400})"
+                  "\n");
   EXPECT_NE(err.find(path + ":1: "), std::string::npos) << err;
   err = error_for(good + "not json\n");
   EXPECT_NE(err.find(path + ":2: "), std::string::npos) << err;

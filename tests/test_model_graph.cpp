@@ -19,23 +19,31 @@ TrainConfig parse(std::vector<std::string> words, std::string* out) {
 
 TEST(ModelGraph, NamesOpsShapesAndParametersOfTheModelTheFlagsDescribe) {
   std::string out;
-  const TrainConfig c = parse({"mosgrad", "graph", "--head", "mos", "--n_experts", "2", "--nhidlast", "32", "--bptt", "3",
-                               "--batch_size", "2", "--out", "m.dot"}, &out);
+  const TrainConfig c =
+      parse({"mosgrad", "graph", "--head", "mos", "--n_experts", "2", "--nhidlast", "32", "--bptt",
+             "3", "--batch_size", "2", "--out", "m.dot"},
+            &out);
   EXPECT_EQ(out, "m.dot");
   const std::string dot = model_graph_dot(c);
   EXPECT_EQ(dot.rfind("digraph autograd {", 0), 0u);
-  for (const char* want : {"lstm_fused", "fused_mixture_nll", "rnns.0.weight_hh", "prior.weight [2,32]", "latent.weight [128,32]",
-                           "encoder.weight [10000,64]"})
+  for (const char* want :
+       {"lstm_fused", "fused_mixture_nll", "rnns.0.weight_hh", "prior.weight [2,32]",
+        "latent.weight [128,32]", "encoder.weight [10000,64]"})
     EXPECT_HAS(dot, want);
-  const std::string softmax = model_graph_dot(parse({"mosgrad", "graph", "--bptt", "2", "--batch_size", "2"}, &out));
+  const std::string softmax =
+      model_graph_dot(parse({"mosgrad", "graph", "--bptt", "2", "--batch_size", "2"}, &out));
   EXPECT_EQ(out, "graph.dot");
   EXPECT_EQ(softmax.find("prior.weight"), std::string::npos);
 }
 
 TEST(ModelGraph, BadFlagsAreRefusedNamingTheCommand) {
   std::string out;
-  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { parse({"mosgrad", "graph", "--outt", "x"}, &out); }),
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] {
+               parse({"mosgrad", "graph", "--outt", "x"}, &out);
+             }),
              "unknown flag --outt for graph (did you mean --out?)");
-  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { parse({"mosgrad", "graph", "--out", ""}, &out); }),
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] {
+               parse({"mosgrad", "graph", "--out", ""}, &out);
+             }),
              "--out needs a value");
 }

@@ -24,17 +24,22 @@ Tensor rand_leaf(const Shape& shape, uint64_t seed, float range = 1.0f) {
 }  // namespace
 
 TEST(Layers, LinearAndEmbeddingGradcheck) {
-  const Tensor x = rand_leaf({5, 4}, 1), w = rand_leaf({3, 4}, 2), b = rand_leaf({3}, 3), table = rand_leaf({7, 4}, 4);
-  EXPECT_GRADCHECK("linear", [](const Inputs& v) { return linear(v[0], v[1], v[2]); }, (Inputs{x, w, b}));
+  const Tensor x = rand_leaf({5, 4}, 1), w = rand_leaf({3, 4}, 2), b = rand_leaf({3}, 3),
+               table = rand_leaf({7, 4}, 4);
+  EXPECT_GRADCHECK(
+      "linear", [](const Inputs& v) { return linear(v[0], v[1], v[2]); }, (Inputs{x, w, b}));
   const std::vector<int64_t> ids{6, 0, 6, 3, 3, 1};
-  EXPECT_GRADCHECK("embedding", [&](const Inputs& v) { return embedding_lookup(v[0], ids, 3, 2); }, (Inputs{table}));
+  EXPECT_GRADCHECK(
+      "embedding", [&](const Inputs& v) { return embedding_lookup(v[0], ids, 3, 2); },
+      (Inputs{table}));
 }
 
 TEST(Layers, LstmGradcheckBothPaths) {
   const int64_t T = 3, B = 2, In = 3, H = 4;
-  const Inputs inputs = {rand_leaf({T, B, In}, 10), rand_leaf({B, H}, 11), rand_leaf({B, H}, 12),
-                         rand_leaf({4 * H, In}, 13, 0.5f), rand_leaf({4 * H, H}, 14, 0.5f),
-                         rand_leaf({4 * H}, 15, 0.5f), rand_leaf({4 * H}, 16, 0.5f)};
+  const Inputs inputs = {rand_leaf({T, B, In}, 10),       rand_leaf({B, H}, 11),
+                         rand_leaf({B, H}, 12),           rand_leaf({4 * H, In}, 13, 0.5f),
+                         rand_leaf({4 * H, H}, 14, 0.5f), rand_leaf({4 * H}, 15, 0.5f),
+                         rand_leaf({4 * H}, 16, 0.5f)};
   for (bool fused : {false, true}) {
     // Output, final h and final c all enter the checked function, so every gradient path is tested.
     auto fn = [fused](const Inputs& v) {
@@ -48,7 +53,8 @@ TEST(Layers, LstmGradcheckBothPaths) {
 
 TEST(Layers, FusedLstmMatchesStepByStep) {
   const int64_t T = 7, B = 5, In = 6, H = 8;
-  const Tensor x = rand_leaf({T, B, In}, 20), h0 = rand_leaf({B, H}, 21), c0 = rand_leaf({B, H}, 22);
+  const Tensor x = rand_leaf({T, B, In}, 20), h0 = rand_leaf({B, H}, 21),
+               c0 = rand_leaf({B, H}, 22);
   Generator gen(23);
   LSTMLayer layer(In, H, gen);
   const Tensor R = rand_leaf({T, B, H}, 24), Rc = rand_leaf({B, H}, 25);
@@ -59,15 +65,18 @@ TEST(Layers, FusedLstmMatchesStepByStep) {
     layer.zero_grad();
     auto [out, s] = layer.forward(x, {h0, c0}, fused == 1);
     add(sum(mul(out, R)), sum(mul(s.c, Rc))).backward();
-    results[fused] = {out.to_vector(), s.h.to_vector(), s.c.to_vector(), x.grad().to_vector(), h0.grad().to_vector(),
-                      c0.grad().to_vector()};
+    results[fused] = {out.to_vector(),      s.h.to_vector(),       s.c.to_vector(),
+                      x.grad().to_vector(), h0.grad().to_vector(), c0.grad().to_vector()};
     for (const Tensor& p : layer.parameters()) results[fused].push_back(p.grad().to_vector());
   }
   const char* names[] = {"out", "h", "c", "dx", "dh0", "dc0", "dW_ih", "dW_hh", "db_ih", "db_hh"};
   for (size_t k = 0; k < results[0].size(); ++k) {
-    const Tensor a = Tensor::from_vector(results[1][k], {static_cast<int64_t>(results[1][k].size())});
-    const Tensor b = Tensor::from_vector(results[0][k], {static_cast<int64_t>(results[0][k].size())});
-    const std::string report = compare_tensors(std::string("fused vs steps: ") + names[k], a, b, 1e-5, 1e-6);
+    const Tensor a =
+        Tensor::from_vector(results[1][k], {static_cast<int64_t>(results[1][k].size())});
+    const Tensor b =
+        Tensor::from_vector(results[0][k], {static_cast<int64_t>(results[0][k].size())});
+    const std::string report =
+        compare_tensors(std::string("fused vs steps: ") + names[k], a, b, 1e-5, 1e-6);
     EXPECT_TRUE(report.empty()) << report;
   }
 }
@@ -80,7 +89,8 @@ TEST(Layers, FusedLstmTeamMatchesStepByStepAndIgnoresThreadCount) {
   for (int64_t H : {128, 100}) {
     const int64_t T = 4, B = 32, In = 24;
     SCOPED_TRACE("H = " + std::to_string(H));
-    const Tensor x = rand_leaf({T, B, In}, 30), h0 = rand_leaf({B, H}, 31), c0 = rand_leaf({B, H}, 32);
+    const Tensor x = rand_leaf({T, B, In}, 30), h0 = rand_leaf({B, H}, 31),
+                 c0 = rand_leaf({B, H}, 32);
     Generator gen(33);
     LSTMLayer layer(In, H, gen);
     const Tensor R = rand_leaf({T, B, H}, 34), Rc = rand_leaf({B, H}, 35);
@@ -97,13 +107,15 @@ TEST(Layers, FusedLstmTeamMatchesStepByStepAndIgnoresThreadCount) {
     const char* names[] = {"out", "h", "c", "dx", "dh0", "dc0", "dW_ih", "dW_hh", "db_ih", "db_hh"};
     const std::vector<Tensor> steps = run(false, 1), one = run(true, 1);
     for (size_t k = 0; k < steps.size(); ++k) {
-      const std::string report = compare_tensors(std::string("fused vs steps: ") + names[k], one[k], steps[k], 1e-5, 1e-6);
+      const std::string report =
+          compare_tensors(std::string("fused vs steps: ") + names[k], one[k], steps[k], 1e-5, 1e-6);
       EXPECT_TRUE(report.empty()) << report;
     }
     for (int threads : {2, 3}) {
       const std::vector<Tensor> many = run(true, threads);
       for (size_t k = 0; k < one.size(); ++k)
-        EXPECT_EQ(mgtest::bits_of(many[k]), mgtest::bits_of(one[k])) << names[k] << " differs with " << threads << " threads";
+        EXPECT_EQ(mgtest::bits_of(many[k]), mgtest::bits_of(one[k]))
+            << names[k] << " differs with " << threads << " threads";
     }
   }
   set_num_threads(saved_threads);
@@ -136,7 +148,8 @@ TEST(Dropout, LockedMaskIsSharedOverTime) {
     for (int64_t h = 0; h < H; ++h) {
       const float first = y.at({0, b, h});
       kept += first != 0.0f;
-      for (int64_t t = 1; t < T; ++t) ASSERT_EQ(y.at({t, b, h}), first) << "mask differs over time at b=" << b;
+      for (int64_t t = 1; t < T; ++t)
+        ASSERT_EQ(y.at({t, b, h}), first) << "mask differs over time at b=" << b;
     }
   EXPECT_NEAR(static_cast<double>(kept) / (B * H), 0.7, 0.04);
   EXPECT_NEAR(sum(y).item() / (T * B * H), 1.0, 0.06);  // scaled by 1/(1-p)
@@ -150,7 +163,8 @@ TEST(Dropout, EmbeddingDropoutDropsWholeRows) {
   for (int64_t v = 0; v < V; ++v) {
     const float first = w.at({v, 0});
     EXPECT_TRUE(first == 0.0f || std::fabs(first - 1.0f / 0.75f) < 1e-6f);
-    for (int64_t e = 1; e < E; ++e) ASSERT_EQ(w.at({v, e}), first) << "row " << v << " partly dropped";
+    for (int64_t e = 1; e < E; ++e)
+      ASSERT_EQ(w.at({v, e}), first) << "row " << v << " partly dropped";
     dropped += first == 0.0f;
   }
   EXPECT_NEAR(static_cast<double>(dropped) / V, 0.25, 0.03);
@@ -158,23 +172,25 @@ TEST(Dropout, EmbeddingDropoutDropsWholeRows) {
 
 TEST(Dropout, MaskMeanAndDeterminism) {
   Generator g1(9), g2(9);
-  const Tensor a = dropout(Tensor::ones({100000}), 0.4f, g1, true), b = dropout(Tensor::ones({100000}), 0.4f, g2, true);
+  const Tensor a = dropout(Tensor::ones({100000}), 0.4f, g1, true),
+               b = dropout(Tensor::ones({100000}), 0.4f, g2, true);
   EXPECT_EQ(a.to_vector(), b.to_vector());
   EXPECT_NEAR(mean(a).item(), 1.0, 0.02);
 }
 
 TEST(Model, ParameterNamesAndShapes) {
   ModelConfig cfg;
-  cfg.ntoken = 50, cfg.emsize = 6, cfg.nhid = 7, cfg.nhidlast = 5, cfg.nlayers = 3, cfg.n_experts = 3;
+  cfg.ntoken = 50, cfg.emsize = 6, cfg.nhid = 7, cfg.nhidlast = 5, cfg.nlayers = 3,
+  cfg.n_experts = 3;
   cfg.head = HeadKind::MoS;
   RNNModel mos(cfg, 1);
   std::vector<std::pair<std::string, Shape>> expected = {
-      {"encoder.weight", {50, 6}},     {"rnns.0.weight_ih", {28, 6}}, {"rnns.0.weight_hh", {28, 7}},
-      {"rnns.0.bias_ih", {28}},        {"rnns.0.bias_hh", {28}},      {"rnns.1.weight_ih", {28, 7}},
-      {"rnns.1.weight_hh", {28, 7}},   {"rnns.1.bias_ih", {28}},      {"rnns.1.bias_hh", {28}},
-      {"rnns.2.weight_ih", {20, 7}},   {"rnns.2.weight_hh", {20, 5}}, {"rnns.2.bias_ih", {20}},
-      {"rnns.2.bias_hh", {20}},        {"prior.weight", {3, 5}},      {"latent.weight", {18, 5}},
-      {"latent.bias", {18}},           {"decoder.bias", {50}}};
+      {"encoder.weight", {50, 6}},   {"rnns.0.weight_ih", {28, 6}}, {"rnns.0.weight_hh", {28, 7}},
+      {"rnns.0.bias_ih", {28}},      {"rnns.0.bias_hh", {28}},      {"rnns.1.weight_ih", {28, 7}},
+      {"rnns.1.weight_hh", {28, 7}}, {"rnns.1.bias_ih", {28}},      {"rnns.1.bias_hh", {28}},
+      {"rnns.2.weight_ih", {20, 7}}, {"rnns.2.weight_hh", {20, 5}}, {"rnns.2.bias_ih", {20}},
+      {"rnns.2.bias_hh", {20}},      {"prior.weight", {3, 5}},      {"latent.weight", {18, 5}},
+      {"latent.bias", {18}},         {"decoder.bias", {50}}};
   const auto named = mos.named_parameters();
   ASSERT_EQ(named.size(), expected.size());
   for (size_t i = 0; i < named.size(); ++i) {
@@ -198,7 +214,8 @@ TEST(Model, ParameterNamesAndShapes) {
 
 TEST(Model, TrainModeDrawsMasksEvalModeIsDeterministic) {
   ModelConfig cfg;
-  cfg.ntoken = 30, cfg.emsize = 6, cfg.nhid = 8, cfg.nhidlast = 6, cfg.nlayers = 2, cfg.n_experts = 2;
+  cfg.ntoken = 30, cfg.emsize = 6, cfg.nhid = 8, cfg.nhidlast = 6, cfg.nlayers = 2,
+  cfg.n_experts = 2;
   cfg.head = HeadKind::MoS, cfg.dropoutl = 0.3f, cfg.dropouti = 0.2f;
   RNNModel model(cfg, 3);
   std::vector<int64_t> ids(4 * 3);

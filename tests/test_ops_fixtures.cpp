@@ -1,9 +1,9 @@
-// Every op in autograd/ops.h against PyTorch (arithmetic, unary, matmul, reductions here; the rest in
-// tests/test_ops_fixtures_layout.cpp): forward output and the gradient of sum(out * R) for
-// each input, read from tests/fixtures/ops.txt (written by tools/gen_fixtures.py; regenerate with
+// Every op in autograd/ops.h against PyTorch (arithmetic, unary, matmul, reductions here; the rest
+// in tests/test_ops_fixtures_layout.cpp): forward output and the gradient of sum(out * R) for each
+// input, read from tests/fixtures/ops.txt (written by tools/gen_fixtures.py; regenerate with
 // `/usr/bin/python3 tools/gen_fixtures.py`). One TEST per fixture case, named after it: the
-// case "add_bcast" holds add_bcast.a, add_bcast.b, add_bcast.out, add_bcast.R, add_bcast.grad.a, ...
-// Non-tensor arguments (dims, flags, scalars) are repeated here from the case's '#' line there.
+// case "add_bcast" holds add_bcast.a, add_bcast.b, add_bcast.out, add_bcast.R, add_bcast.grad.a,
+// ... Non-tensor arguments (dims, flags, scalars) are repeated here from the case's '#' line there.
 // Tolerances and the check itself: tests/ops_case.h.
 #include <string>
 #include <vector>
@@ -17,10 +17,10 @@ using Case = mgtest::OpsCase;
 // ---------------------------------------------------------------- add / sub / mul / div
 // Shapes per suffix: same a[3,4] b[3,4]; bcast a[3,4] b[4]; bcast3 a[2,3,4] b[3,1];
 // bcast_both a[3,1] b[1,4]; bcast_lhs a[4] b[2,3,4]; rank0 a[3,4] b[]; rank0_both a[] b[].
-#define OPS_BINARY_TEST(TestName, case_name, op)      \
-  TEST(OpsVsPyTorch, TestName) {                       \
-    Case c(case_name, {"a", "b"});                     \
-    c.check(mg::op(c["a"], c["b"]));                   \
+#define OPS_BINARY_TEST(TestName, case_name, op) \
+  TEST(OpsVsPyTorch, TestName) {                 \
+    Case c(case_name, {"a", "b"});               \
+    c.check(mg::op(c["a"], c["b"]));             \
   }
 
 // a[3,4] + b[3,4] -> [3,4]
@@ -135,7 +135,8 @@ TEST(OpsVsPyTorch, Tanh) {
   c.check(mg::tanh(c["x"]));
 }
 
-// x[3,4] with |x| up to ~20 (saturated: y rounds to +-1 and the gradient to 0 in float32, below atol)
+// x[3,4] with |x| up to ~20 (saturated: y rounds to +-1 and the gradient to 0 in float32, below
+// atol)
 TEST(OpsVsPyTorch, TanhLarge) {
   Case c("tanh_large", {"x"});
   c.check(mg::tanh(c["x"]));

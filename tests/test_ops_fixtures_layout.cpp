@@ -68,7 +68,8 @@ TEST(OpsVsPyTorch, LogSoftmaxD1_3d) {
 }
 
 // x[5,7], logits ~30*N(0,1) +-60 -> [5,7]. FAILS (known disagreement, see SoftmaxLargeDm1):
-// out [1,3] got -0.0120048523, expected -0.0120066972; grad [4,6] got -0.00332606, expected -0.00332180.
+// out [1,3] got -0.0120048523, expected -0.0120066972; grad [4,6] got -0.00332606, expected
+// -0.00332180.
 TEST(OpsVsPyTorch, LogSoftmaxLargeDm1) {
   Case c("log_softmax_large_dm1", {"x"});
   c.check(mg::log_softmax(c["x"], -1));
@@ -205,7 +206,8 @@ TEST(OpsVsPyTorch, StackDm1) {
 }
 
 // ---------------------------------------------------------------- indexing and loss
-// table[6,4], index {2,0,2,5,2,1} -> [6,4]; row 2 is picked three times, so its gradient sums three rows
+// table[6,4], index {2,0,2,5,2,1} -> [6,4]; row 2 is picked three times, so its gradient sums three
+// rows
 TEST(OpsVsPyTorch, IndexSelect) {
   Case c("index_select", {"table"});
   c.check(mg::index_select(c["table"], c.ints("index")));

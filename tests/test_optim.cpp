@@ -44,7 +44,8 @@ TEST(Optim, SgdAsgdAndAdamFollowTheirFormulas) {
         if (kind == OptimizerKind::Adam) {
           m[i] = 0.9 * m[i] + 0.1 * gi;
           v[i] = 0.999 * v[i] + 0.001 * gi * gi;
-          const double mh = m[i] / (1 - std::pow(0.9, step)), vh = v[i] / (1 - std::pow(0.999, step));
+          const double mh = m[i] / (1 - std::pow(0.9, step)),
+                       vh = v[i] / (1 - std::pow(0.999, step));
           x[i] -= lr * mh / (std::sqrt(vh) + 1e-8);
         } else {
           x[i] -= lr * gi;
@@ -57,7 +58,8 @@ TEST(Optim, SgdAsgdAndAdamFollowTheirFormulas) {
     EXPECT_TRUE(report.empty()) << report;
     if (kind == OptimizerKind::ASGD) {
       opt.swap_in_average();
-      const Tensor expect_avg = Tensor::from_vector(std::vector<float>(avg.begin(), avg.end()), {n});
+      const Tensor expect_avg =
+          Tensor::from_vector(std::vector<float>(avg.begin(), avg.end()), {n});
       const std::string r2 = compare_tensors("averaged parameter", p, expect_avg, 1e-5, 1e-6);
       EXPECT_TRUE(r2.empty()) << r2;
       opt.swap_out_average();
@@ -72,7 +74,8 @@ TEST(Optim, ClipGradNormScalesToTheLimitAndIgnoresThreadCount) {
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     // 100,003 elements: several 8192-element blocks and a ragged tail, in two parameters.
-    const std::vector<Tensor> params = {param_with_grad(100003, 1.0, 1.0), param_with_grad(5, 1.0, 3.0)};
+    const std::vector<Tensor> params = {param_with_grad(100003, 1.0, 1.0),
+                                        param_with_grad(5, 1.0, 3.0)};
     double expect = 0;
     for (const Tensor& p : params)
       for (float gi : p.grad().to_vector()) expect += double{gi} * gi;
@@ -109,6 +112,7 @@ TEST(Optim, AdamAddsEpsilonToTheRootNotUnderIt) {
   std::vector<float> expect(n);
   for (int64_t i = 0; i < n; ++i)  // one step: m_hat = g, v_hat = g^2
     expect[i] = static_cast<float>(x0[i] - lr * double{g[i]} / (std::fabs(double{g[i]}) + eps));
-  const std::string report = compare_tensors("parameter after one Adam step", p, Tensor::from_vector(expect, {n}), 1e-5, 1e-7);
+  const std::string report = compare_tensors("parameter after one Adam step", p,
+                                             Tensor::from_vector(expect, {n}), 1e-5, 1e-7);
   EXPECT_TRUE(report.empty()) << report;
 }

@@ -15,7 +15,8 @@ using namespace mg;
 
 TEST(PtbEval, PerplexityEqualsPyTorchOnAPtbSlice) {
   const std::string dir = resolve_data_dir();
-  if (!std::filesystem::exists(dir + "/ptb.valid.txt")) GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  if (!std::filesystem::exists(dir + "/ptb.valid.txt"))
+    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
   const Corpus corpus = load_corpus(dir);
   const mgtest::Fixtures expected("ptb_eval.txt");
   const LoadedModel loaded = import_safetensors(mgtest::fixture_path("ptb_eval_model.safetensors"));
@@ -26,12 +27,14 @@ TEST(PtbEval, PerplexityEqualsPyTorchOnAPtbSlice) {
   for (bool fused : {true, false}) {
     loaded.model->config.fused_lstm = fused;
     loaded.model->head->fused_loss = fused;
-    const EvalResult r = evaluate(*loaded.model, data, static_cast<int64_t>(expected.get("bptt").item()));
+    const EvalResult r =
+        evaluate(*loaded.model, data, static_cast<int64_t>(expected.get("bptt").item()));
     EXPECT_EQ(r.targets, static_cast<int64_t>(expected.get("targets").item()));
     const double ref = expected.get("loss").item();
-    std::printf("%s path: mosgrad loss %.7f, PyTorch float64 %.7f, relative difference %.2e\n", fused ? "fused" : "plain",
-                r.loss, ref, std::fabs(r.loss - ref) / ref);
-    EXPECT_NEAR(r.loss, ref, 1e-4 * ref) << (fused ? "fused" : "plain") << " path: mosgrad loss " << r.loss
-                                         << " (ppl " << r.perplexity() << "), PyTorch " << ref;
+    std::printf("%s path: mosgrad loss %.7f, PyTorch float64 %.7f, relative difference %.2e\n",
+                fused ? "fused" : "plain", r.loss, ref, std::fabs(r.loss - ref) / ref);
+    EXPECT_NEAR(r.loss, ref, 1e-4 * ref)
+        << (fused ? "fused" : "plain") << " path: mosgrad loss " << r.loss << " (ppl "
+        << r.perplexity() << "), PyTorch " << ref;
   }
 }

@@ -17,15 +17,17 @@ constexpr int64_t kV = 60, kE = 6;
 
 std::shared_ptr<RNNModel> small_model(HeadKind head) {
   ModelConfig c;
-  c.ntoken = kV, c.emsize = kE, c.nhid = 16, c.nhidlast = 16, c.nlayers = 1, c.n_experts = 4, c.head = head;
+  c.ntoken = kV, c.emsize = kE, c.nhid = 16, c.nhidlast = 16, c.nlayers = 1, c.n_experts = 4,
+  c.head = head;
   c.dropout = c.dropouth = c.dropouti = c.dropoute = c.dropoutl = c.wdrop = 0;
   c.tied = head == HeadKind::Softmax;  // tied softmax: the last layer has E
   auto model = std::make_shared<RNNModel>(c, 7);
   // A trained model's weights are far larger than the init's U(±0.1): scale up, so the heads'
   // nonlinearities (tanh, the mixture's log-sum-exp) actually bend.
   for (auto& [name, p] : model->named_parameters())
-    if (name == "decoder.weight" || name == "encoder.weight" || name == "latent.weight" || name == "prior.weight")
-      for (float* x = p.data(), *end = x + p.numel(); x != end; ++x) *x *= 20;
+    if (name == "decoder.weight" || name == "encoder.weight" || name == "latent.weight" ||
+        name == "prior.weight")
+      for (float *x = p.data(), *end = x + p.numel(); x != end; ++x) *x *= 20;
   return model;
 }
 
@@ -39,7 +41,8 @@ std::vector<int64_t> token_stream(int64_t n) {
 
 TEST(Rank, SoftmaxAndMocStayWithinDPlus2AndMosGoesFarAbove) {
   const std::vector<int64_t> ids = token_stream(2000);
-  for (int64_t N : {40, 150}) {  // N < V: the contexts' Gram; N > V: the vocabulary's, summed in blocks
+  for (int64_t N :
+       {40, 150}) {  // N < V: the contexts' Gram; N > V: the vocabulary's, summed in blocks
     RankOptions o;
     o.contexts = N, o.batch_size = 4, o.bptt = 9;
     const RankReport softmax = model_rank(*small_model(HeadKind::Softmax), ids, o);
@@ -75,7 +78,8 @@ TEST(Rank, OutputsAndRefusals) {
   const std::vector<int64_t> ids = token_stream(200);
   RankOptions o;
   o.batch_size = 4, o.contexts = 1000;  // 200 tokens at B=4: 50 rows, 49*4 = 196 targets
-  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { model_rank(*small_model(HeadKind::Softmax), ids, o); }),
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>(
+                 [&] { model_rank(*small_model(HeadKind::Softmax), ids, o); }),
              "--contexts 1000: the split has only 196 targets at --batch_size 4");
   o.contexts = 0;  // all of them
   const RankReport r = model_rank(*small_model(HeadKind::Softmax), ids, o);

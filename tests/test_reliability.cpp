@@ -4,10 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
 #include <filesystem>
+#include <fstream>
 #include <limits>
+#include <sstream>
 
 #include "io/checkpoint.h"
 #include "io/read_file.h"
@@ -23,7 +23,8 @@ namespace {
 
 ModelConfig small_model() {
   ModelConfig c;
-  c.ntoken = 5, c.emsize = 4, c.nhid = 6, c.nhidlast = 4, c.nlayers = 1, c.head = HeadKind::Softmax, c.tied = true;
+  c.ntoken = 5, c.emsize = 4, c.nhid = 6, c.nhidlast = 4, c.nlayers = 1, c.head = HeadKind::Softmax,
+  c.tied = true;
   return c;
 }
 
@@ -56,14 +57,18 @@ TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
   EXPECT_EQ(load_error(damaged_model(dir, [](Checkpoint&) {})), "");  // the undamaged file loads
   std::string e = load_error(damaged_model(dir, [](Checkpoint& ck) {
     for (auto& [name, t] : ck.tensors)
-      if (name == "model.decoder.bias") t = Tensor::full(t.shape(), std::numeric_limits<float>::quiet_NaN());
+      if (name == "model.decoder.bias")
+        t = Tensor::full(t.shape(), std::numeric_limits<float>::quiet_NaN());
   }));
   EXPECT_HAS(e, "parameter 'decoder.bias' holds nan at element 0");
-  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.tensors.emplace_back("model.extra.weight", Tensor::ones({2})); }));
+  e = load_error(damaged_model(dir, [](Checkpoint& ck) {
+    ck.tensors.emplace_back("model.extra.weight", Tensor::ones({2}));
+  }));
   EXPECT_HAS(e, "tensor 'model.extra.weight' is not a parameter of this model");
   e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.dropout"] = "1.5"; }));
   EXPECT_HAS(e, "model.dropout = 1.500000 is outside [0, 1)");
-  e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.emsize"] = "9223372036854775807"; }));
+  e = load_error(damaged_model(
+      dir, [](Checkpoint& ck) { ck.strings["model.emsize"] = "9223372036854775807"; }));
   EXPECT_HAS(e, "model.emsize = 9223372036854775807 is outside [1, 1048576]");
   e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["model.emsize"] = "4xyz"; }));
   EXPECT_HAS(e, "model config: emsize = '4xyz' is not an integer");  // not read as 4
@@ -83,7 +88,8 @@ TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
 // The count the loaders check a file against, computed from the config alone, must be the built
 // model's, for every head, tied or not, one layer or three.
 TEST(Reliability, ParameterCountFromTheConfigIsTheBuiltModels) {
-  for (HeadKind head : {HeadKind::Softmax, HeadKind::Sigsoftmax, HeadKind::MoS, HeadKind::MoSig, HeadKind::MoC})
+  for (HeadKind head :
+       {HeadKind::Softmax, HeadKind::Sigsoftmax, HeadKind::MoS, HeadKind::MoSig, HeadKind::MoC})
     for (bool tied : {true, false})
       for (int64_t layers : {1, 3}) {
         ModelConfig c = small_model();
@@ -116,7 +122,8 @@ TEST(Reliability, OutOfMemoryIsAClearErrorNotAnAbort) {
   } catch (const std::runtime_error& e) {
     EXPECT_HAS(std::string(e.what()), "out of memory: a tensor of 4398046511104");
   }
-  EXPECT_EQ(Tensor::ones({3}).to_vector(), std::vector<float>(3, 1.0f));  // and the allocator still works
+  EXPECT_EQ(Tensor::ones({3}).to_vector(),
+            std::vector<float>(3, 1.0f));  // and the allocator still works
 }
 
 TEST(Reliability, TheTrainStateRecordsTheCorpusVocabularySize) {
@@ -124,7 +131,8 @@ TEST(Reliability, TheTrainStateRecordsTheCorpusVocabularySize) {
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("ntoken"));
   cfg.max_steps = 2;
   train_lm(cfg, corpus);
-  EXPECT_EQ(load_checkpoint(cfg.save + "/checkpoint.ckpt").string("model.ntoken"), std::to_string(corpus.vocab.size()));
+  EXPECT_EQ(load_checkpoint(cfg.save + "/checkpoint.ckpt").string("model.ntoken"),
+            std::to_string(corpus.vocab.size()));
 }
 
 // A run killed between two checkpoints has written records past the checkpoint's step; resuming

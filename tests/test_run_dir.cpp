@@ -19,19 +19,22 @@ TEST(RunDirectory, ASecondLockIsRefusedNamingTheHolder) {
   const mgtest::TempDir dir;
   {
     const RunLock first(dir.str(), "mosgrad train --save x");
-    const std::string e = mgtest::error_of([&] { RunLock second(dir.str(), "mosgrad train --save x"); });
-    EXPECT_HAS(e, "run directory " + dir.str() + " is in use by process " + std::to_string(::getpid()) +
-                      " (mosgrad train --save x), started ");
+    const std::string e =
+        mgtest::error_of([&] { RunLock second(dir.str(), "mosgrad train --save x"); });
+    EXPECT_HAS(e, "run directory " + dir.str() + " is in use by process " +
+                      std::to_string(::getpid()) + " (mosgrad train --save x), started ");
     EXPECT_HAS(e, "choose another --save");
   }
-  EXPECT_EQ(mgtest::error_of([&] { RunLock again(dir.str(), "mosgrad train"); }), "");  // released with its holder
+  EXPECT_EQ(mgtest::error_of([&] { RunLock again(dir.str(), "mosgrad train"); }),
+            "");  // released with its holder
 }
 
 TEST(RunDirectory, ASymlinkAtTheLocksNameIsAnError) {
   const mgtest::TempDir dir;
   const std::string target = dir.file("elsewhere");
   std::filesystem::create_symlink(target, RunLock::file_in(dir.str()));
-  EXPECT_HAS(mgtest::error_of([&] { RunLock lock(dir.str(), "mosgrad train"); }), "it is a symlink");
+  EXPECT_HAS(mgtest::error_of([&] { RunLock lock(dir.str(), "mosgrad train"); }),
+             "it is a symlink");
   EXPECT_FALSE(std::filesystem::exists(target));  // nothing was created through the link
 }
 
@@ -56,10 +59,12 @@ TEST(RunDirectory, ResumeRefusesFlagsThatDefineTheRun) {
              "was made with --optimizer sgd; it cannot continue with --optimizer adam");
   TrainConfig wider = cfg;
   wider.model.nhid += 1;
-  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(wider, corpus); }), "--nhid 12; it cannot continue with --nhid 13");
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(wider, corpus); }),
+             "--nhid 12; it cannot continue with --nhid 13");
   TrainConfig batch = cfg;
   batch.batch_size += 1;
-  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(batch, corpus); }), "--batch_size");
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(batch, corpus); }),
+             "--batch_size");
   TrainConfig lower_lr = cfg;  // a flag that may change on the way
   lower_lr.lr /= 2;
   EXPECT_EQ(mgtest::error_of([&] { train_lm(lower_lr, corpus); }), "");

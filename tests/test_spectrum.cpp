@@ -46,7 +46,8 @@ std::vector<double> with_spectrum(const std::vector<double>& lambda, uint64_t se
 
 // Rows n of log_softmax(h_n Wᵀ + b) in double, h [N,d], W [V,d].
 std::vector<double> softmax_log_probs(int64_t N, int64_t V, int64_t d, uint64_t seed) {
-  const std::vector<double> h = normals(N * d, seed), w = normals(V * d, seed + 1), b = normals(V, seed + 2);
+  const std::vector<double> h = normals(N * d, seed), w = normals(V * d, seed + 1),
+                            b = normals(V, seed + 2);
   std::vector<double> a(N * V);
   for (int64_t n = 0; n < N; ++n) {
     double mx = -1e300, sum = 0;
@@ -65,10 +66,12 @@ std::vector<double> softmax_log_probs(int64_t N, int64_t V, int64_t d, uint64_t 
 }  // namespace
 
 TEST(Spectrum, EigenvaluesOfAKnownSpectrum) {
-  const std::vector<double> lambda = {9, 7.5, 3, 3, 1e-3, 0, -2, -4.25};  // a repeated one, a zero, negatives
+  const std::vector<double> lambda = {9,    7.5, 3,  3,
+                                      1e-3, 0,   -2, -4.25};  // a repeated one, a zero, negatives
   const std::vector<double> got = symmetric_eigenvalues(with_spectrum(lambda, 7), 8);
   ASSERT_EQ(got.size(), lambda.size());
-  for (size_t i = 0; i < lambda.size(); ++i) EXPECT_NEAR(got[i], lambda[i], 1e-12) << "eigenvalue " << i;
+  for (size_t i = 0; i < lambda.size(); ++i)
+    EXPECT_NEAR(got[i], lambda[i], 1e-12) << "eigenvalue " << i;
 }
 
 TEST(Spectrum, EigenvaluesOfSmallAndDegenerateMatrices) {
@@ -103,7 +106,8 @@ TEST(Spectrum, SoftmaxLogProbsHaveRankDPlus2OnEitherSide) {
     EXPECT_EQ(s.rank, 6 + 2) << "N=" << N << " V=" << V;
     EXPECT_EQ(static_cast<int64_t>(s.sigma.size()), std::min(N, V));
     EXPECT_GT(s.sigma[7], 1e3 * s.threshold);  // the last real direction is far above the cut ...
-    EXPECT_LT(s.sigma[8], 0.5 * s.threshold);  // ... the first null one below it (at ~sqrt(ε)·σ_max) ...
+    EXPECT_LT(s.sigma[8],
+              0.5 * s.threshold);  // ... the first null one below it (at ~sqrt(ε)·σ_max) ...
     // ... yet above the SVD threshold σ_max·max(N,V)·ε, which would have called this full rank.
     EXPECT_GT(s.sigma[8], s.sigma[0] * static_cast<double>(std::max(N, V)) * DBL_EPSILON);
   }

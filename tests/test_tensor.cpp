@@ -51,9 +51,11 @@ TEST(Tensor, ViewsShareStorage) {
 TEST(Tensor, TransposedCopiesMatchElementByElement) {
   // copy_contiguous copies a transposed matrix in 32 x 32 tiles: edges that are not whole tiles,
   // views with an offset and a row stride wider than the row, against at() element by element.
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {32, 32}, {33, 65}, {100, 47}}) {
+  for (auto [rows, cols] :
+       {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {32, 32}, {33, 65}, {100, 47}}) {
     const Tensor base = Tensor::arange((rows + 3) * (cols + 2));
-    const Tensor m = narrow(narrow(reshape(base, {cols + 2, rows + 3}), 0, 1, cols), 1, 2, rows);  // [cols,rows]
+    const Tensor m =
+        narrow(narrow(reshape(base, {cols + 2, rows + 3}), 0, 1, cols), 1, 2, rows);  // [cols,rows]
     const Tensor t = transpose(m, 0, 1);  // [rows,cols], storage-column-major
     const Tensor c = copy_contiguous(t);
     ASSERT_TRUE(c.is_contiguous());
@@ -85,7 +87,8 @@ TEST(Tensor, ShapeErrorsNameTheOpAndBothShapes) {
     add(Tensor::zeros({3, 4}), Tensor::zeros({5}));
     FAIL() << "add accepted unbroadcastable shapes";
   } catch (const ShapeError& e) {
-    EXPECT_NE(std::string(e.what()).find("add: cannot broadcast [3,4] with [5]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("add: cannot broadcast [3,4] with [5]"), std::string::npos)
+        << e.what();
   }
   EXPECT_THROW(index_select(Tensor::zeros({3, 2}), {0, 3}), ShapeError);
   EXPECT_THROW(nll_loss(Tensor::zeros({2, 3}), {0, 7}), ShapeError);
@@ -113,14 +116,16 @@ TEST(Philox, LanesMatchOneAtATime) {
       std::vector<float> fast(static_cast<size_t>(n) + 1, -1.0f);
       philox_uniforms(77, first, n, fast.data());
       for (int64_t i = 0; i < n; ++i)
-        ASSERT_EQ(fast[i], philox_uniform(77, first + static_cast<uint64_t>(i))) << "first " << first << " i " << i;
+        ASSERT_EQ(fast[i], philox_uniform(77, first + static_cast<uint64_t>(i)))
+            << "first " << first << " i " << i;
       EXPECT_EQ(fast[n], -1.0f) << "wrote past the end";
     }
 }
 
 TEST(Philox, MatchesKnownAnswer) {
   // Known-answer test from the Random123 distribution (kat_vectors: philox4x32_10, all-ones input).
-  const auto out = philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, 0xffffffffffffffffull);
+  const auto out =
+      philox4x32({0xffffffffu, 0xffffffffu, 0xffffffffu, 0xffffffffu}, 0xffffffffffffffffull);
   EXPECT_EQ(out[0], 0x408f276du);
   EXPECT_EQ(out[1], 0x41c83b0eu);
   EXPECT_EQ(out[2], 0xa20bc7c6u);
@@ -155,8 +160,15 @@ TEST(Philox, UniformAndNormalMoments) {
   const std::vector<float> n = Tensor::normal({200000}, 1.0f, 3.0f, gen).to_vector();
   double su = 0, sn = 0, sn2 = 0;
   float lo = 1e9f, hi = -1e9f;
-  for (float v : u) { su += v; lo = std::min(lo, v); hi = std::max(hi, v); }
-  for (float v : n) { sn += v; sn2 += static_cast<double>(v) * v; }
+  for (float v : u) {
+    su += v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  for (float v : n) {
+    sn += v;
+    sn2 += static_cast<double>(v) * v;
+  }
   const double mu = sn / n.size(), var = sn2 / n.size() - mu * mu;
   EXPECT_NEAR(su / u.size(), 0.0, 0.02);
   EXPECT_GE(lo, -2.0f);

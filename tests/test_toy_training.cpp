@@ -1,5 +1,6 @@
 // The engine end to end: a 2-layer MLP learns a nonlinear 3-class problem with plain SGD, and a
-// one-step LSTM cell built from ops learns to copy a sign; both losses must fall by a stated factor.
+// one-step LSTM cell built from ops learns to copy a sign; both losses must fall by a stated
+// factor.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,7 +23,8 @@ void sgd_step(std::vector<Tensor>& params, float lr) {
 }  // namespace
 
 TEST(ToyTraining, MlpLossFallsTenfold) {
-  // Points in [-1,1]^2 labelled by which of three bands x0*x1 + x0^2 falls in: not linearly separable.
+  // Points in [-1,1]^2 labelled by which of three bands x0*x1 + x0^2 falls in: not linearly
+  // separable.
   const int N = 128, H = 16, C = 3;
   Generator gen(11);
   const Tensor x = Tensor::uniform({N, 2}, -1, 1, gen);
@@ -36,8 +38,8 @@ TEST(ToyTraining, MlpLossFallsTenfold) {
                                 Tensor::uniform({C, H}, -0.5, 0.5, gen).requires_grad_(),
                                 Tensor::zeros({C}).requires_grad_()};
   auto loss_fn = [&]() {
-    const Tensor h = tanh(add(matmul(x, params[0], false, true), params[1]));      // [N,H]
-    const Tensor logits = add(matmul(h, params[2], false, true), params[3]);       // [N,C]
+    const Tensor h = tanh(add(matmul(x, params[0], false, true), params[1]));  // [N,H]
+    const Tensor logits = add(matmul(h, params[2], false, true), params[3]);   // [N,C]
     return nll_loss(log_softmax(logits, 1), y);
   };
   const float initial = loss_fn().item();
@@ -65,7 +67,7 @@ TEST(ToyTraining, LstmCellFromOpsLearns) {
     const Tensor i = sigmoid(narrow(gates, 1, 0, H)), f = sigmoid(narrow(gates, 1, H, H));
     const Tensor g = tanh(narrow(gates, 1, 2 * H, H)), o = sigmoid(narrow(gates, 1, 3 * H, H));
     const Tensor c = add(mul(f, c0), mul(i, g));
-    const Tensor h = mul(o, tanh(c));                                            // [N,H]
+    const Tensor h = mul(o, tanh(c));  // [N,H]
     return nll_loss(log_softmax(matmul(h, params[2], false, true), 1), y);
   };
   const float initial = loss_fn().item();

@@ -39,10 +39,12 @@ TEST(Regularisation, ArOnTheDroppedOutputTarOnTheRawOne) {
   out.raw_outputs = {random_tensor({T, B, 7}, 1), random_tensor({T, B, H}, 2)};
   out.dropped_outputs = {random_tensor({T, B, 7}, 3), random_tensor({T, B, H}, 4)};
   const float alpha = 2.0f, beta = 3.0f;
-  const std::vector<float> raw = out.raw_outputs[1].to_vector(), dropped = out.dropped_outputs[1].to_vector();
+  const std::vector<float> raw = out.raw_outputs[1].to_vector(),
+                           dropped = out.dropped_outputs[1].to_vector();
   std::vector<double> ar(dropped.begin(), dropped.end()), tar;
   for (int64_t t = 1; t < T; ++t)
-    for (int64_t i = 0; i < B * H; ++i) tar.push_back(double{raw[t * B * H + i]} - raw[(t - 1) * B * H + i]);
+    for (int64_t i = 0; i < B * H; ++i)
+      tar.push_back(double{raw[t * B * H + i]} - raw[(t - 1) * B * H + i]);
   const double expected = 1.25 + alpha * mean_square(ar) + beta * mean_square(tar);
   EXPECT_NEAR(regularised_loss(out, alpha, beta).item(), expected, 1e-6 * expected);
   // One time step has no differences: no TAR term.
@@ -69,7 +71,8 @@ TEST(TrainStep, TheFirstUpdateIsClippedSgdOnTheRegularisedLossAtTheScaledLearnin
   ASSERT_TRUE(r.stopped);
   const Checkpoint after = load_checkpoint(cfg.save + "/checkpoint.ckpt");
   const int64_t seq_len = std::stoll(after.string("batch_pos"));
-  ASSERT_NE(seq_len, cfg.bptt) << "pick a seed whose first segment is not bptt long, or lr scaling is not tested";
+  ASSERT_NE(seq_len, cfg.bptt)
+      << "pick a seed whose first segment is not bptt long, or lr scaling is not tested";
 
   ModelConfig mc = cfg.model;
   mc.ntoken = corpus.vocab.size();
@@ -77,7 +80,8 @@ TEST(TrainStep, TheFirstUpdateIsClippedSgdOnTheRegularisedLossAtTheScaledLearnin
   model.train();
   const Batch batch = get_batch(batchify(corpus.train, cfg.batch_size), 0, seq_len);
   ASSERT_EQ(batch.seq_len, seq_len);
-  ModelOutput out = model.forward(batch.input, batch.seq_len, batch.batch, model.init_hidden(cfg.batch_size), &batch.target);
+  ModelOutput out = model.forward(batch.input, batch.seq_len, batch.batch,
+                                  model.init_hidden(cfg.batch_size), &batch.target);
   regularised_loss(out, cfg.alpha, cfg.beta).backward();
   double norm2 = 0;
   for (const Tensor& p : model.parameters())
@@ -95,8 +99,9 @@ TEST(TrainStep, TheFirstUpdateIsClippedSgdOnTheRegularisedLossAtTheScaledLearnin
     }
     const int64_t n = static_cast<int64_t>(before.size());
     // The update is a difference of floats near 0.1: compare to their rounding (1e-8), not better.
-    const std::string report = compare_tensors("update of " + name, Tensor::from_vector(update, {n}),
-                                               Tensor::from_vector(expected, {n}), 1e-3, 2e-8);
+    const std::string report =
+        compare_tensors("update of " + name, Tensor::from_vector(update, {n}),
+                        Tensor::from_vector(expected, {n}), 1e-3, 2e-8);
     EXPECT_TRUE(report.empty()) << report;
   }
 }

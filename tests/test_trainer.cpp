@@ -1,5 +1,6 @@
 // The trainer end to end on a small synthetic corpus (always) and on a slice of PTB (when present):
-// exact resume, clean stops, checkpoint errors, safetensors round trip, dynamic evaluation, sampling.
+// exact resume, clean stops, checkpoint errors, safetensors round trip, dynamic evaluation,
+// sampling.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,7 +56,9 @@ TEST(Trainer, StopRequestSavesACheckpointAndReturns) {
   const Corpus corpus = load_corpus(write_synthetic_corpus("stop"));
   TrainConfig cfg = small_config(corpus.dir, temp_dir("stop"));
   TrainHooks hooks;
-  hooks.on_step = [](int64_t step, double) { if (step == 3) request_training_stop(); };  // as Ctrl-C does
+  hooks.on_step = [](int64_t step, double) {
+    if (step == 3) request_training_stop();
+  };  // as Ctrl-C does
   const TrainResult r = train_lm(cfg, corpus, hooks);
   clear_training_stop();
   EXPECT_TRUE(r.stopped);
@@ -96,7 +99,8 @@ TEST(Trainer, FinetuneStartsFromTheBestModel) {
 
 TEST(Trainer, SafetensorsRoundTripGivesTheSameLogProbs) {
   ModelConfig mc;
-  mc.ntoken = 17, mc.emsize = 6, mc.nhid = 7, mc.nhidlast = 5, mc.nlayers = 2, mc.n_experts = 3, mc.head = HeadKind::MoSig;
+  mc.ntoken = 17, mc.emsize = 6, mc.nhid = 7, mc.nhidlast = 5, mc.nlayers = 2, mc.n_experts = 3,
+  mc.head = HeadKind::MoSig;
   RNNModel model(mc, 4);
   Vocab vocab;
   for (int i = 0; i < 17; ++i) vocab.add("w" + std::to_string(i));
@@ -133,7 +137,8 @@ TEST(Trainer, DynamicEvaluationAdaptsToRepeatedText) {
   // A text the model has never seen, repeated: adapting to it must lower its loss.
   std::vector<int64_t> text;
   for (int rep = 0; rep < 40; ++rep)
-    for (const char* w : {"the", "fish", "buys", "N", "shares", "<eos>"}) text.push_back(corpus.vocab.id(w));
+    for (const char* w : {"the", "fish", "buys", "N", "shares", "<eos>"})
+      text.push_back(corpus.vocab.id(w));
   LoadedModel a = load_model(cfg.save + "/best.ckpt");
   const double static_loss = evaluate(*a.model, batchify(text, 1), 5).loss;
   DynevalConfig d;
@@ -162,7 +167,8 @@ TEST(Trainer, GenerationIsSeededAndUsesTheVocabulary) {
 
 TEST(Trainer, TinyPresetLearnsPennTreebank) {
   const std::string dir = resolve_data_dir();
-  if (!fs::exists(dir + "/ptb.train.txt")) GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  if (!fs::exists(dir + "/ptb.train.txt"))
+    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
   const Corpus corpus = load_corpus(dir);
   TrainConfig cfg = preset_config("tiny");
   cfg.save = temp_dir("ptb_tiny");

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -14,7 +14,8 @@ namespace fs = std::filesystem;
 namespace mgtest {
 
 namespace {
-// Every directory temp_dir made, removed when the test program exits (they used to pile up in /tmp).
+// Every directory temp_dir made, removed when the test program exits (they used to pile up in
+// /tmp).
 std::vector<fs::path>& made_dirs() {
   static auto* dirs = new std::vector<fs::path>();
   return *dirs;
@@ -26,7 +27,8 @@ void remove_made_dirs() {
 }  // namespace
 
 std::string temp_dir(const std::string& name) {
-  const fs::path dir = fs::path(testing::TempDir()) / ("mosgrad_trainer_" + name + "_" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::path(testing::TempDir()) / ("mosgrad_trainer_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   static const bool registered = std::atexit(remove_made_dirs) == 0;
@@ -43,21 +45,26 @@ std::string write_synthetic_corpus(const std::string& name) {
   const char* objects[] = {"the fish", "a house", "N shares", "the <unk>", "a car"};
   Generator gen(5);
   auto sentence = [&]() {
-    auto pick = [&](int n) { return static_cast<int>(philox_uniform(gen.seed, gen.advance(1)) * n) % n; };
+    auto pick = [&](int n) {
+      return static_cast<int>(philox_uniform(gen.seed, gen.advance(1)) * n) % n;
+    };
     return std::string(subjects[pick(5)]) + " " + verbs[pick(5)] + " " + objects[pick(5)] + "\n";
   };
-  for (const auto& [file, lines] : std::vector<std::pair<std::string, int>>{{"ptb.train.txt", 600}, {"ptb.valid.txt", 80}, {"ptb.test.txt", 80}}) {
+  for (const auto& [file, lines] : std::vector<std::pair<std::string, int>>{
+           {"ptb.train.txt", 600}, {"ptb.valid.txt", 80}, {"ptb.test.txt", 80}}) {
     std::ofstream out(dir + "/" + file);
     for (int i = 0; i < lines; ++i) out << sentence();
   }
   return dir;
 }
 
-// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams too.
+// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams
+// too.
 TrainConfig small_config(const std::string& data, const std::string& save) {
   TrainConfig c = preset_config("tiny");
   c.data = data, c.save = save;
-  c.model.emsize = 8, c.model.nhid = 12, c.model.nhidlast = 10, c.model.nlayers = 2, c.model.n_experts = 2;
+  c.model.emsize = 8, c.model.nhid = 12, c.model.nhidlast = 10, c.model.nlayers = 2,
+  c.model.n_experts = 2;
   c.model.head = HeadKind::MoS;
   c.model.dropout = 0.2f, c.model.dropouth = 0.1f, c.model.dropouti = 0.1f, c.model.dropoute = 0.1f;
   c.model.dropoutl = 0.1f, c.model.wdrop = 0.2f;
@@ -67,7 +74,8 @@ TrainConfig small_config(const std::string& data, const std::string& save) {
   return c;
 }
 
-std::vector<double> run_collecting(const TrainConfig& cfg, const Corpus& corpus, TrainResult* result) {
+std::vector<double> run_collecting(const TrainConfig& cfg, const Corpus& corpus,
+                                   TrainResult* result) {
   std::vector<double> losses;
   TrainHooks hooks;
   hooks.on_step = [&](int64_t, double loss) { losses.push_back(loss); };
@@ -75,6 +83,5 @@ std::vector<double> run_collecting(const TrainConfig& cfg, const Corpus& corpus,
   if (result) *result = r;
   return losses;
 }
-
 
 }  // namespace mgtest

@@ -13,7 +13,8 @@ namespace mgtest {
 std::string temp_dir(const std::string& name);
 // A corpus with structure a small LSTM can learn: sentences from a tiny grammar, deterministic.
 std::string write_synthetic_corpus(const std::string& name);
-// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams too.
+// A small MoS model with every dropout switched on, so exact resume must restore the RNG streams
+// too.
 mg::TrainConfig small_config(const std::string& data, const std::string& save);
 // Trains and returns the loss of every step (and the result, when asked).
 std::vector<double> run_collecting(const mg::TrainConfig& cfg, const mg::Corpus& corpus,

@@ -15,8 +15,10 @@ namespace mgtest {
 TempDir::TempDir() {
   static int counter = 0;
   const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = info ? std::string(info->test_suite_name()) + "_" + info->name() : "outside_test";
-  const std::filesystem::path path = std::filesystem::path(testing::TempDir()) /
+  const std::string name =
+      info ? std::string(info->test_suite_name()) + "_" + info->name() : "outside_test";
+  const std::filesystem::path path =
+      std::filesystem::path(testing::TempDir()) /
       ("mosgrad_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
   std::filesystem::remove_all(path);
   std::filesystem::create_directories(path);
@@ -28,9 +30,15 @@ TempDir::~TempDir() {
   std::filesystem::remove_all(path_, ec);
 }
 
-std::string TempDir::file(const std::string& name) const { return (std::filesystem::path(path_) / name).string(); }
-std::string TempDir::str() const { return path_; }
-void TempDir::write(const std::string& name, const std::string& bytes) const { write_bytes(file(name), bytes); }
+std::string TempDir::file(const std::string& name) const {
+  return (std::filesystem::path(path_) / name).string();
+}
+std::string TempDir::str() const {
+  return path_;
+}
+void TempDir::write(const std::string& name, const std::string& bytes) const {
+  write_bytes(file(name), bytes);
+}
 
 std::vector<uint32_t> bits_of(const mg::Tensor& t) {
   const std::vector<float> v = t.to_vector();
@@ -63,7 +71,9 @@ std::string fixture_path(const std::string& file) {
 
 Fixtures::Fixtures(const std::string& file) : file_(fixture_path(file)) {
   std::ifstream in(file_);
-  if (!in) throw std::runtime_error("fixture file " + file_ + " cannot be opened (regenerate with tools/gen_fixtures.py)");
+  if (!in)
+    throw std::runtime_error("fixture file " + file_ +
+                             " cannot be opened (regenerate with tools/gen_fixtures.py)");
   std::string line;
   int line_no = 0;
   while (std::getline(in, line)) {
@@ -77,13 +87,15 @@ Fixtures::Fixtures(const std::string& file) : file_(fixture_path(file)) {
     for (auto& d : shape) ls >> d;
     ls >> colon;
     if (!ls || rank < 0 || colon != ":")
-      throw std::runtime_error(file_ + ":" + std::to_string(line_no) + ": malformed header (expected 'name rank dims... :')");
+      throw std::runtime_error(file_ + ":" + std::to_string(line_no) +
+                               ": malformed header (expected 'name rank dims... :')");
     std::vector<float> values(static_cast<size_t>(mg::numel_of(shape)));
     for (auto& v : values) {
       std::string tok;
       if (!(ls >> tok))
-        throw std::runtime_error(file_ + ":" + std::to_string(line_no) + ": '" + name + "' is truncated: expected " +
-                                 std::to_string(values.size()) + " values");
+        throw std::runtime_error(file_ + ":" + std::to_string(line_no) + ": '" + name +
+                                 "' is truncated: expected " + std::to_string(values.size()) +
+                                 " values");
       v = std::strtof(tok.c_str(), nullptr);
     }
     tensors_[name] = mg::Tensor::from_vector(values, shape);
@@ -113,7 +125,8 @@ std::vector<std::string> temporaries_of(const std::string& path) {
   const std::string prefix = p.filename().string() + ".tmp";
   std::vector<std::string> found;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(p.parent_path().empty() ? "." : p.parent_path(), ec)) {
+  for (const auto& e :
+       std::filesystem::directory_iterator(p.parent_path().empty() ? "." : p.parent_path(), ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind(prefix, 0) == 0) found.push_back(name);
   }

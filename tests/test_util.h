@@ -12,27 +12,30 @@
 #include "tensor/tensor.h"
 
 // Fails with the name, shape, first bad index, both values and the max difference.
-#define EXPECT_TENSOR_NEAR(actual, expected, rtol, atol)                                  \
-  do {                                                                                     \
-    const std::string mg_report_ = mg::compare_tensors(#actual, (actual), (expected), (rtol), (atol)); \
-    EXPECT_TRUE(mg_report_.empty()) << mg_report_;                                         \
+#define EXPECT_TENSOR_NEAR(actual, expected, rtol, atol)                    \
+  do {                                                                      \
+    const std::string mg_report_ =                                          \
+        mg::compare_tensors(#actual, (actual), (expected), (rtol), (atol)); \
+    EXPECT_TRUE(mg_report_.empty()) << mg_report_;                          \
   } while (0)
 
-#define EXPECT_GRADCHECK(name, fn, inputs)                              \
-  do {                                                                  \
+#define EXPECT_GRADCHECK(name, fn, inputs)                                    \
+  do {                                                                        \
     const mg::GradcheckResult mg_gc_ = mg::gradcheck((name), (fn), (inputs)); \
-    EXPECT_TRUE(mg_gc_.ok) << mg_gc_.message;                           \
+    EXPECT_TRUE(mg_gc_.ok) << mg_gc_.message;                                 \
   } while (0)
 
-// Skips the test, saying why, unless a GPU can be used (a `make CUDA=1` build on a machine with one).
-#define MG_SKIP_WITHOUT_CUDA()                                                      \
-  do {                                                                              \
-    std::string mg_why_;                                                            \
-    if (!mg::cuda_is_available(&mg_why_)) GTEST_SKIP() << "no GPU: " << mg_why_;    \
+// Skips the test, saying why, unless a GPU can be used (a `make CUDA=1` build on a machine with
+// one).
+#define MG_SKIP_WITHOUT_CUDA()                                                   \
+  do {                                                                           \
+    std::string mg_why_;                                                         \
+    if (!mg::cuda_is_available(&mg_why_)) GTEST_SKIP() << "no GPU: " << mg_why_; \
   } while (0)
 
 // Fails unless `haystack` (a std::string) contains `needle`; prints the haystack.
-#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 namespace mgtest {
 

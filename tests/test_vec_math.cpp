@@ -1,4 +1,5 @@
-// The vectorizable math of tensor/vec_math.h against the C library, over the ranges the kernels use.
+// The vectorizable math of tensor/vec_math.h against the C library, over the ranges the kernels
+// use.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,16 +10,19 @@ TEST(VecMath, ExpLogLog1pLogSigmoidAreAccurate) {
   double worst_exp = 0, worst_log = 0, worst_log1p = 0, worst_ls = 0;
   for (double x = -87.0; x < 88.7; x += 0.0173) {
     const float f = static_cast<float>(x);
-    worst_exp = std::max(worst_exp, std::fabs(mg::vexp(f) - std::exp(double{f})) / std::exp(double{f}));
+    worst_exp =
+        std::max(worst_exp, std::fabs(mg::vexp(f) - std::exp(double{f})) / std::exp(double{f}));
   }
   for (double x = 1e-30; x < 1e30; x *= 1.013) {
     const float f = static_cast<float>(x);
     const double ref = std::log(double{f});
-    if (std::fabs(ref) > 1e-3) worst_log = std::max(worst_log, std::fabs(mg::vlog(f) - ref) / std::fabs(ref));
+    if (std::fabs(ref) > 1e-3)
+      worst_log = std::max(worst_log, std::fabs(mg::vlog(f) - ref) / std::fabs(ref));
   }
   for (double y = 1e-12; y <= 1.0; y *= 1.01) {
     const float f = static_cast<float>(y);
-    worst_log1p = std::max(worst_log1p, std::fabs(mg::vlog1p(f) - std::log1p(double{f})) / std::log1p(double{f}));
+    worst_log1p = std::max(
+        worst_log1p, std::fabs(mg::vlog1p(f) - std::log1p(double{f})) / std::log1p(double{f}));
   }
   for (double x = -80; x < 60; x += 0.0131) {  // log σ(x) down to ~1e-26 in magnitude
     const float f = static_cast<float>(x);
@@ -42,7 +46,8 @@ TEST(VecMath, TanhIsAccurateEverywhere) {
   auto check = [&](double x) {
     const float f = static_cast<float>(x);
     const double ref = std::tanh(double{f});
-    const double err = ref == 0 ? std::fabs(mg::vtanh(f)) : std::fabs(mg::vtanh(f) - ref) / std::fabs(ref);
+    const double err =
+        ref == 0 ? std::fabs(mg::vtanh(f)) : std::fabs(mg::vtanh(f) - ref) / std::fabs(ref);
     if (err > worst) worst = err, worst_at = f;
   };
   for (double x = 1e-30; x < 50; x *= 1.0007) check(x), check(-x);

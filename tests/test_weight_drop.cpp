@@ -25,7 +25,8 @@ namespace {
 std::vector<float> expected_mask(uint64_t seed, uint64_t first, int64_t n, float p) {
   std::vector<float> mask(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    mask[i] = philox_uniform(seed, first + static_cast<uint64_t>(i)) >= p ? 1.0f / (1.0f - p) : 0.0f;
+    mask[i] =
+        philox_uniform(seed, first + static_cast<uint64_t>(i)) >= p ? 1.0f / (1.0f - p) : 0.0f;
   return mask;
 }
 
@@ -49,11 +50,13 @@ TEST(WeightDrop, EveryWeightHasItsOwnScaledMaskFreshOnEveryCall) {
     const uint64_t first = gen.offset;
     const Tensor dropped = weight_drop(w, p, gen, true);
     EXPECT_EQ(gen.offset, first + static_cast<uint64_t>(n)) << "one draw per weight";
-    const std::vector<float> mask = expected_mask(77, first, n, p), raw = w.to_vector(), got = dropped.to_vector();
+    const std::vector<float> mask = expected_mask(77, first, n, p), raw = w.to_vector(),
+                             got = dropped.to_vector();
     ASSERT_EQ(dropped.shape(), w.shape());
     int64_t kept = 0;
     for (int64_t i = 0; i < n; ++i) {
-      ASSERT_EQ(got[i], raw[i] * mask[i]) << "weight " << i << " (row " << i / 10 << ", column " << i % 10 << ")";
+      ASSERT_EQ(got[i], raw[i] * mask[i])
+          << "weight " << i << " (row " << i / 10 << ", column " << i % 10 << ")";
       kept += mask[i] != 0.0f;
     }
     EXPECT_GT(kept, 0);
@@ -76,7 +79,8 @@ TEST(WeightDrop, TheRawWeightGetsTheGradientThroughTheMask) {
   const Tensor R = Tensor::uniform(w.shape(), -1, 1, r_gen);
   sum(mul(weight_drop(w, p, gen, true), R)).backward();  // d/dw sum(mask * w * R) = mask * R
   ASSERT_TRUE(w.grad().defined()) << "no gradient reached the raw weight";
-  const std::vector<float> mask = expected_mask(11, 0, w.numel(), p), r = R.to_vector(), g = w.grad().to_vector();
+  const std::vector<float> mask = expected_mask(11, 0, w.numel(), p), r = R.to_vector(),
+                           g = w.grad().to_vector();
   for (int64_t i = 0; i < w.numel(); ++i) ASSERT_FLOAT_EQ(g[i], mask[i] * r[i]) << "weight " << i;
 }
 
@@ -130,7 +134,8 @@ TEST(WeightDropVsPyTorch, TwoTrainingPassesAndEvalMatchAwdLstmsWeightDrop) {
     const uint64_t drawn = model->dropout_gen.offset;
     model->eval();
     NoGradGuard no_grad;
-    EXPECT_TENSOR_NEAR(model->forward(input, T, B, model->init_hidden(B), &target).loss, fx().get("eval.loss"), 1e-5, 1e-6);
+    EXPECT_TENSOR_NEAR(model->forward(input, T, B, model->init_hidden(B), &target).loss,
+                       fx().get("eval.loss"), 1e-5, 1e-6);
     EXPECT_EQ(model->dropout_gen.offset, drawn) << "eval mode drew random numbers";
   }
 }

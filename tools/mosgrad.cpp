@@ -5,9 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -68,28 +68,36 @@ int cmd_train(int argc, char** argv, bool finetune) {
   if (help) {
     std::string presets;
     for (const std::string& name : preset_names()) presets += (presets.empty() ? "" : ", ") + name;
-    std::printf("mosgrad %s [--preset NAME] [flags]\n\npresets: %s (default small-mos); flags after the preset "
-                "override it\n\n%s",
-                command.c_str(), presets.c_str(), flags_help(cfg.flag_table()).c_str());
+    std::printf(
+        "mosgrad %s [--preset NAME] [flags]\n\npresets: %s (default small-mos); flags after the "
+        "preset "
+        "override it\n\n%s",
+        command.c_str(), presets.c_str(), flags_help(cfg.flag_table()).c_str());
     return 0;
   }
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   const Corpus corpus = load_corpus(cfg.data, 1000000);
   if (corpus.unk_valid || corpus.unk_test)
-    std::fprintf(stderr, "warning: %lld valid and %lld test tokens are not in the training vocabulary (read as <unk>)\n",
+    std::fprintf(stderr,
+                 "warning: %lld valid and %lld test tokens are not in the training vocabulary "
+                 "(read as <unk>)\n",
                  static_cast<long long>(corpus.unk_valid), static_cast<long long>(corpus.unk_test));
   ProgressDisplay display(stdout, isatty(fileno(stdout)));
-  display.message("data " + corpus.dir + ": " + std::to_string(corpus.train.size()) + " train tokens, V=" +
-                  std::to_string(corpus.vocab.size()) + "; run directory " + cfg.save);
+  display.message("data " + corpus.dir + ": " + std::to_string(corpus.train.size()) +
+                  " train tokens, V=" + std::to_string(corpus.vocab.size()) + "; run directory " +
+                  cfg.save);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
-  std::signal(SIGPIPE, SIG_IGN);  // `mosgrad train | head`: output stops, training goes on to its end
+  std::signal(SIGPIPE,
+              SIG_IGN);  // `mosgrad train | head`: output stops, training goes on to its end
   const TrainResult r = train_lm(cfg, corpus, {&display, nullptr}, finetune);
   display.finish();
   const std::string how = r.stopped ? " (" + r.stop_reason + ")" : "";
   if (std::isfinite(r.best_val_loss))
-    std::printf("best valid ppl %.2f after %lld steps%s\n", std::exp(r.best_val_loss), static_cast<long long>(r.steps), how.c_str());
+    std::printf("best valid ppl %.2f after %lld steps%s\n", std::exp(r.best_val_loss),
+                static_cast<long long>(r.steps), how.c_str());
   else
-    std::printf("%lld steps, no epoch finished yet, so no validation%s\n", static_cast<long long>(r.steps), how.c_str());
+    std::printf("%lld steps, no epoch finished yet, so no validation%s\n",
+                static_cast<long long>(r.steps), how.c_str());
   if (!std::isnan(r.test_loss)) std::printf("test ppl %.2f\n", std::exp(r.test_loss));
   return r.stop_reason.rfind("interrupted", 0) == 0 ? 130 : 0;
 }
@@ -101,8 +109,8 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
   throw std::invalid_argument("--split must be valid, test or train, got '" + split + "'");
 }
 
-// The model a command runs, loaded and moved to --device (a missing GPU is an error before loading),
-// computing through the paths --fused-lstm, --fused-head and --gemm chose.
+// The model a command runs, loaded and moved to --device (a missing GPU is an error before
+// loading), computing through the paths --fused-lstm, --fused-head and --gemm chose.
 LoadedModel load_for(const ModelCommandOptions& o) {
   const Device device = parse_device(o.device);
   set_gemm_path(gemm_path_for(o.gemm, device));
@@ -127,8 +135,8 @@ int cmd_eval(const ModelCommandOptions& o, bool dynamic) {
     const int64_t B = o.batch_size > 0 ? o.batch_size : (o.split == "test" ? 1 : 10);
     r = evaluate(*lm.model, batchify(ids, B), o.bptt);
   }
-  std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "", o.split.c_str(), r.loss,
-              r.perplexity(), static_cast<long long>(r.targets));
+  std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "",
+              o.split.c_str(), r.loss, r.perplexity(), static_cast<long long>(r.targets));
   return 0;
 }
 
@@ -138,7 +146,11 @@ int cmd_generate(const ModelCommandOptions& o) {
   const GenerateConfig& g = o.generate;
   std::string line = g.prompt.empty() ? "" : g.prompt + " |";
   for (const std::string& w : generate(*lm.model, lm.vocab, g)) {
-    if (w == "<eos>") { std::printf("%s\n", line.c_str()); line.clear(); continue; }
+    if (w == "<eos>") {
+      std::printf("%s\n", line.c_str());
+      line.clear();
+      continue;
+    }
     line += (line.empty() ? "" : " ") + w;
   }
   if (!line.empty()) std::printf("%s\n", line.c_str());
@@ -150,7 +162,8 @@ int cmd_generate(const ModelCommandOptions& o) {
 std::string check_out_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (fs::exists(dir) && !fs::is_directory(dir))
-    throw std::invalid_argument("--out " + dir + " is a file, not a directory; choose another --out");
+    throw std::invalid_argument("--out " + dir +
+                                " is a file, not a directory; choose another --out");
   return dir + "/";
 }
 
@@ -163,22 +176,30 @@ int cmd_rank(const ModelCommandOptions& o) {
   const std::string dir = check_out_dir(o.out);
   const auto t0 = std::chrono::steady_clock::now();
   const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::string title = lm.model->config.summary() + ", " + o.split + ", N=" + std::to_string(r.N);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string title =
+      lm.model->config.summary() + ", " + o.split + ", N=" + std::to_string(r.N);
   std::filesystem::create_directories(o.out);
   write_file_atomically(dir + "spectrum.csv", rank_csv(r));
   write_file_atomically(dir + "spectrum.svg", rank_plot_svg(r, title));
   std::printf("%s\n", title.c_str());
-  std::printf("log-prob matrix A [%lld,%lld]: numerical rank %lld of %lld (softmax bound d+2 = %lld)\n",
-              static_cast<long long>(r.N), static_cast<long long>(r.V), static_cast<long long>(r.model.rank),
-              static_cast<long long>(std::min(r.N, r.V)), static_cast<long long>(r.d + 2));
-  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*sqrt(max(N,V)*eps)\n", r.model.sigma.empty() ? 0.0 : r.model.sigma[0],
-              r.model.threshold);
-  std::printf("decoder weight [%lld,%lld]: rank %lld\n", static_cast<long long>(r.V), static_cast<long long>(r.d),
-              static_cast<long long>(r.decoder.rank));
-  if (!std::isnan(r.component_kl)) std::printf("mean pairwise KL between the MoS components: %.4f nats\n", r.component_kl);
-  std::printf("time %.1fs (contexts %.1fs, log-probs %.1fs, Gram + eigenvalues %.1fs); wrote %sspectrum.csv, %sspectrum.svg\n",
-              seconds, r.seconds_contexts, r.seconds_log_probs, r.seconds_spectrum, dir.c_str(), dir.c_str());
+  std::printf(
+      "log-prob matrix A [%lld,%lld]: numerical rank %lld of %lld (softmax bound d+2 = %lld)\n",
+      static_cast<long long>(r.N), static_cast<long long>(r.V),
+      static_cast<long long>(r.model.rank), static_cast<long long>(std::min(r.N, r.V)),
+      static_cast<long long>(r.d + 2));
+  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*sqrt(max(N,V)*eps)\n",
+              r.model.sigma.empty() ? 0.0 : r.model.sigma[0], r.model.threshold);
+  std::printf("decoder weight [%lld,%lld]: rank %lld\n", static_cast<long long>(r.V),
+              static_cast<long long>(r.d), static_cast<long long>(r.decoder.rank));
+  if (!std::isnan(r.component_kl))
+    std::printf("mean pairwise KL between the MoS components: %.4f nats\n", r.component_kl);
+  std::printf(
+      "time %.1fs (contexts %.1fs, log-probs %.1fs, Gram + eigenvalues %.1fs); wrote "
+      "%sspectrum.csv, %sspectrum.svg\n",
+      seconds, r.seconds_contexts, r.seconds_log_probs, r.seconds_spectrum, dir.c_str(),
+      dir.c_str());
   return 0;
 }
 
@@ -186,15 +207,19 @@ int cmd_bottleneck_demo(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const DemoConfig& c = o.demo;
   const std::string dir = check_out_dir(o.out);
-  std::printf("true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has d=%lld (K=%lld)\n",
-              static_cast<long long>(c.contexts), static_cast<long long>(c.vocab), static_cast<long long>(c.support),
-              static_cast<long long>(c.d), static_cast<long long>(c.experts));
-  const DemoResult r = run_bottleneck_demo(c, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+  std::printf(
+      "true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has "
+      "d=%lld (K=%lld)\n",
+      static_cast<long long>(c.contexts), static_cast<long long>(c.vocab),
+      static_cast<long long>(c.support), static_cast<long long>(c.d),
+      static_cast<long long>(c.experts));
+  const DemoResult r =
+      run_bottleneck_demo(c, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
   std::printf("rank of log P*: %lld; its mean entropy %.3f nats; the softmax bound d+2 = %lld\n",
               static_cast<long long>(r.true_rank), r.true_entropy, static_cast<long long>(c.d + 2));
   for (const DemoCurve& curve : r.curves)
-    std::printf("final %-10s KL %.4f  rank %lld\n", head_kind_name(curve.head).c_str(), curve.points.back().kl,
-                static_cast<long long>(curve.points.back().rank));
+    std::printf("final %-10s KL %.4f  rank %lld\n", head_kind_name(curve.head).c_str(),
+                curve.points.back().kl, static_cast<long long>(curve.points.back().rank));
   std::filesystem::create_directories(o.out);
   write_file_atomically(dir + "demo.csv", demo_csv(r));
   write_file_atomically(dir + "demo.svg", demo_plot_svg(r, c));
@@ -207,7 +232,8 @@ int cmd_graph(int argc, char** argv) {
   bool help = false;
   TrainConfig cfg = parse_graph_command(argc, argv, &out, &help);
   if (help) {
-    std::printf("mosgrad graph [--preset NAME] [model flags] [--out FILE]\n\n%s", flags_help(graph_flags(cfg, out)).c_str());
+    std::printf("mosgrad graph [--preset NAME] [model flags] [--out FILE]\n\n%s",
+                flags_help(graph_flags(cfg, out)).c_str());
     return 0;
   }
   if (cfg.threads > 0) set_num_threads(cfg.threads);
@@ -218,10 +244,12 @@ int cmd_graph(int argc, char** argv) {
     std::string quoted = "'";  // the path inside single quotes for the shell
     for (char ch : out) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
     quoted += "'";
-    if (std::system(("dot -Tsvg " + quoted + " -o " + quoted.substr(0, quoted.size() - 1) + ".svg'").c_str()) == 0)
+    if (std::system(("dot -Tsvg " + quoted + " -o " + quoted.substr(0, quoted.size() - 1) + ".svg'")
+                        .c_str()) == 0)
       std::printf("wrote %s.svg\n", out.c_str());
   } else {
-    std::printf("(Graphviz's dot is not installed: dot -Tsvg %s -o %s.svg draws it)\n", out.c_str(), out.c_str());
+    std::printf("(Graphviz's dot is not installed: dot -Tsvg %s -o %s.svg draws it)\n", out.c_str(),
+                out.c_str());
   }
   return 0;
 }
@@ -239,16 +267,20 @@ int cmd_model(const std::string& command, int argc, char** argv) {
   if (command == "bottleneck-demo") return cmd_bottleneck_demo(o);
   if (command == "export") {
     if (o.out == o.model_path())
-      throw std::invalid_argument("export: --out " + o.out + " is the model being exported; choose another file");
+      throw std::invalid_argument("export: --out " + o.out +
+                                  " is the model being exported; choose another file");
     const LoadedModel lm = load_model(o.model_path());
     export_safetensors(o.out, *lm.model, lm.vocab);
-    std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(), static_cast<long long>(lm.model->parameter_count()),
+    std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(),
+                static_cast<long long>(lm.model->parameter_count()),
                 lm.model->config.summary().c_str());
     return 0;
   }
   // import
   if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
-  if (o.out == o.in) throw std::invalid_argument("import: --out " + o.out + " is the input file; choose another file");
+  if (o.out == o.in)
+    throw std::invalid_argument("import: --out " + o.out +
+                                " is the input file; choose another file");
   const LoadedModel lm = import_safetensors(o.in);
   save_model(o.out, *lm.model, lm.vocab);
   std::printf("wrote %s (%s)\n", o.out.c_str(), lm.model->config.summary().c_str());
@@ -260,13 +292,20 @@ int cmd_plot(int argc, char** argv) {
   std::string dir, title;
   for (int i = 2; i < argc; ++i) {
     const std::string s = argv[i];
-    if (s == "-h" || s == "--help") return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 0;
-    if (s == "--title" && i + 1 < argc) title = argv[++i];
-    else if (s.rfind("--", 0) == 0) throw std::invalid_argument("unknown flag " + s + " for plot (it takes RUN_DIR and --title)");
-    else if (dir.empty()) dir = s;
-    else throw std::invalid_argument("plot takes one run directory, got '" + dir + "' and '" + s + "'");
+    if (s == "-h" || s == "--help")
+      return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 0;
+    if (s == "--title" && i + 1 < argc)
+      title = argv[++i];
+    else if (s.rfind("--", 0) == 0)
+      throw std::invalid_argument("unknown flag " + s + " for plot (it takes RUN_DIR and --title)");
+    else if (dir.empty())
+      dir = s;
+    else
+      throw std::invalid_argument("plot takes one run directory, got '" + dir + "' and '" + s +
+                                  "'");
   }
-  if (dir.empty()) return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 2;
+  if (dir.empty())
+    return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 2;
   plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg", title.empty() ? dir : title);
   std::printf("wrote %s/curves.svg\n", dir.c_str());
   return 0;
@@ -278,17 +317,20 @@ int run(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return command.empty() ? 2 : 0;
   }
-  if (command == "train" || command == "finetune") return cmd_train(argc, argv, command == "finetune");
+  if (command == "train" || command == "finetune")
+    return cmd_train(argc, argv, command == "finetune");
   const auto& names = model_command_names();
-  if (std::find(names.begin(), names.end(), command) != names.end()) return cmd_model(command, argc, argv);
+  if (std::find(names.begin(), names.end(), command) != names.end())
+    return cmd_model(command, argc, argv);
   if (command == "plot") return cmd_plot(argc, argv);
   if (command == "graph") return cmd_graph(argc, argv);
   if (command == "presets") {
     for (const std::string& name : preset_names()) {
       const TrainConfig c = preset_config(name);
       std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g\n", name.c_str(),
-                  c.model.summary().c_str(), static_cast<long long>(c.batch_size), static_cast<long long>(c.bptt), c.lr,
-                  c.model.dropout, c.model.dropouth, c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop);
+                  c.model.summary().c_str(), static_cast<long long>(c.batch_size),
+                  static_cast<long long>(c.bptt), c.lr, c.model.dropout, c.model.dropouth,
+                  c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop);
     }
     return 0;
   }

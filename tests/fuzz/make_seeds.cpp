@@ -29,7 +29,12 @@ std::string file_bytes(const std::string& path) {
 int main() {
   Vocab vocab;
   for (const char* w : {"<eos>", "the", "cat", "<unk>", "sat"}) vocab.add(w);
-  struct Seed { const char* name; HeadKind head; bool tied; int64_t layers, experts; };
+  struct Seed {
+    const char* name;
+    HeadKind head;
+    bool tied;
+    int64_t layers, experts;
+  };
   const std::vector<Seed> seeds = {{"softmax_tied", HeadKind::Softmax, true, 1, 1},
                                    {"sigsoftmax_untied", HeadKind::Sigsoftmax, false, 2, 1},
                                    {"mos", HeadKind::MoS, true, 2, 2},
@@ -48,23 +53,34 @@ int main() {
   std::filesystem::remove(tmp);
 
   write("corpus", "ptb_lines", " the cat sat on the mat \n the <unk> sat \n\xff the dog sat \n");
-  write("corpus", "crlf_no_final_newline", "a b\r\nc d\re f\xff" "a c\r\nz");
-  write("corpus", "utf8_and_unicode_spaces", "caf\xc3\xa9 na\xc3\xafve\xe2\x80\x83word \xf0\x9f\x90\x88\n\xff" "caf\xc3\xa9\n");
-  write("corpus", "wikitext_headings", " = Title = \n \n The @-@ test , 1 @.@ 5 . \n\xff = Title = \n");
+  write("corpus", "crlf_no_final_newline",
+        "a b\r\nc d\re f\xff"
+        "a c\r\nz");
+  write("corpus", "utf8_and_unicode_spaces",
+        "caf\xc3\xa9 na\xc3\xafve\xe2\x80\x83word \xf0\x9f\x90\x88\n\xff"
+        "caf\xc3\xa9\n");
+  write("corpus", "wikitext_headings",
+        " = Title = \n \n The @-@ test , 1 @.@ 5 . \n\xff = Title = \n");
 
-  const auto line = [](std::vector<std::string> words) {  // the first byte picks the command (targets.h)
-    std::string s;
-    for (const std::string& w : words) s += w + std::string(1, '\0');
-    return s;
-  };
-  write("flags", "train_small", line({std::string(1, 0) + "--preset", "tiny", "--emsize", "64", "--lr=20",
-                                      "--resume", "--max-steps", "10", "--dropout", "0.4"}));
-  write("flags", "finetune_adam", line({std::string(1, 1) + "--optimizer", "adam", "--batch-size", "20",
-                                        "--bptt", "70", "--tf32", "false", "--device", "cpu"}));
-  write("flags", "eval", line({std::string(1, 2) + "--model", "runs/x/best.ckpt", "--split", "valid",
-                                "--batch_size", "10", "--bptt", "70"}));
-  write("flags", "dyneval", line({std::string(1, 3) + "--lamb", "0.075", "--ms", "true", "--lr", "0.002"}));
-  write("flags", "generate", line({std::string(1, 4) + "--words", "50", "--temperature", "0.8", "--seed", "3"}));
+  const auto line =
+      [](std::vector<std::string> words) {  // the first byte picks the command (targets.h)
+        std::string s;
+        for (const std::string& w : words) s += w + std::string(1, '\0');
+        return s;
+      };
+  write("flags", "train_small",
+        line({std::string(1, 0) + "--preset", "tiny", "--emsize", "64", "--lr=20", "--resume",
+              "--max-steps", "10", "--dropout", "0.4"}));
+  write("flags", "finetune_adam",
+        line({std::string(1, 1) + "--optimizer", "adam", "--batch-size", "20", "--bptt", "70",
+              "--tf32", "false", "--device", "cpu"}));
+  write("flags", "eval",
+        line({std::string(1, 2) + "--model", "runs/x/best.ckpt", "--split", "valid", "--batch_size",
+              "10", "--bptt", "70"}));
+  write("flags", "dyneval",
+        line({std::string(1, 3) + "--lamb", "0.075", "--ms", "true", "--lr", "0.002"}));
+  write("flags", "generate",
+        line({std::string(1, 4) + "--words", "50", "--temperature", "0.8", "--seed", "3"}));
   write("flags", "import", line({std::string(1, 6) + "--in", "a.safetensors", "--out", "b.ckpt"}));
   return 0;
 }

@@ -12,9 +12,13 @@ namespace mgfuzz {
 
 namespace {
 
-[[noreturn]] void broken(const std::string& what) { throw std::logic_error("fuzz invariant broken: " + what); }
+[[noreturn]] void broken(const std::string& what) {
+  throw std::logic_error("fuzz invariant broken: " + what);
+}
 
-std::string bytes_of(const uint8_t* data, size_t size) { return std::string(reinterpret_cast<const char*>(data), size); }
+std::string bytes_of(const uint8_t* data, size_t size) {
+  return std::string(reinterpret_cast<const char*>(data), size);
+}
 
 }  // namespace
 
@@ -38,32 +42,38 @@ void checkpoint(const uint8_t* data, size_t size) {
   expect_clear_error([&] {
     const mg::Checkpoint ck = mg::parse_checkpoint(bytes, "fuzz.ckpt");
     const mg::LoadedModel lm = mg::model_from_checkpoint(ck);
-    if (lm.model->parameter_count() != lm.model->config.parameter_count()) broken("parameter count");
+    if (lm.model->parameter_count() != lm.model->config.parameter_count())
+      broken("parameter count");
   });
 }
 
 void safetensors(const uint8_t* data, size_t size) {
   expect_clear_error([&] {
-    const mg::SafetensorsFile file = mg::parse_safetensors(bytes_of(data, size), "fuzz.safetensors");
+    const mg::SafetensorsFile file =
+        mg::parse_safetensors(bytes_of(data, size), "fuzz.safetensors");
     for (const auto& [name, t] : file.tensors)
       if (!t.defined() || t.numel() < 0) broken("tensor " + name);
     const mg::LoadedModel lm = mg::model_from_safetensors(file, "fuzz.safetensors");
-    if (!lm.vocab.words().empty() && lm.vocab.size() != lm.model->config.ntoken) broken("vocabulary size");
+    if (!lm.vocab.words().empty() && lm.vocab.size() != lm.model->config.ntoken)
+      broken("vocabulary size");
   });
 }
 
 void corpus(const uint8_t* data, size_t size) {
   const std::string bytes = bytes_of(data, size);
   const size_t split = bytes.find('\xff');
-  const std::string train = bytes.substr(0, split), valid = split == std::string::npos ? "" : bytes.substr(split + 1);
+  const std::string train = bytes.substr(0, split),
+                    valid = split == std::string::npos ? "" : bytes.substr(split + 1);
   expect_clear_error([&] {
     mg::Vocab vocab;
     const std::vector<int64_t> train_ids = mg::tokenize_text(train, "fuzz.train.txt", vocab, true);
     int64_t unknown = -1;
-    const std::vector<int64_t> valid_ids = mg::tokenize_text(valid, "fuzz.valid.txt", vocab, false, &unknown);
+    const std::vector<int64_t> valid_ids =
+        mg::tokenize_text(valid, "fuzz.valid.txt", vocab, false, &unknown);
     for (const auto* ids : {&train_ids, &valid_ids})
       for (int64_t id : *ids)
-        if (id < 0 || id >= vocab.size()) broken("id " + std::to_string(id) + " outside the vocabulary");
+        if (id < 0 || id >= vocab.size())
+          broken("id " + std::to_string(id) + " outside the vocabulary");
     if (unknown < 0 || unknown > static_cast<int64_t>(valid_ids.size())) broken("unknown count");
   });
 }
@@ -79,8 +89,10 @@ void flags(const uint8_t* data, size_t size) {
   std::vector<std::string> words = {"mosgrad", command};
   std::string word;
   for (size_t i = 1; i < size; ++i) {
-    if (data[i] == 0) words.push_back(word), word.clear();
-    else word += static_cast<char>(data[i]);
+    if (data[i] == 0)
+      words.push_back(word), word.clear();
+    else
+      word += static_cast<char>(data[i]);
   }
   if (!word.empty()) words.push_back(word);
   std::vector<char*> argv;
@@ -94,7 +106,8 @@ void flags(const uint8_t* data, size_t size) {
       mg::ModelConfig m = cfg.model;
       m.ntoken = int64_t{1} << 24;  // the largest vocabulary the loaders accept
       if (m.parameter_count() <= 0) broken("parameter count of " + m.summary());
-      if (cfg.batch_size < 1 || cfg.bptt < 1 || cfg.log_interval < 1) broken("a size below 1 was accepted");
+      if (cfg.batch_size < 1 || cfg.bptt < 1 || cfg.log_interval < 1)
+        broken("a size below 1 was accepted");
     } else {
       mg::ModelCommandOptions o;
       const mg::FlagTable table = mg::model_command_flags(command, o);
@@ -105,8 +118,10 @@ void flags(const uint8_t* data, size_t size) {
 }
 
 const std::vector<Target>& targets() {
-  static const std::vector<Target> all = {
-      {"checkpoint", checkpoint}, {"safetensors", safetensors}, {"corpus", corpus}, {"flags", flags}};
+  static const std::vector<Target> all = {{"checkpoint", checkpoint},
+                                          {"safetensors", safetensors},
+                                          {"corpus", corpus},
+                                          {"flags", flags}};
   return all;
 }
 

@@ -4,8 +4,9 @@
 // stoll, ...), a crash, a sanitizer report or a broken invariant is a finding.
 //
 // The same functions run two ways:
-//   make fuzz        libFuzzer + ASan/UBSan (clang), each target for FUZZ_SECONDS (tests/fuzz/main.cpp)
-//   make test        tests/test_fuzz_replay.cpp replays the committed seed corpus and every crash
+//   make fuzz        libFuzzer + ASan/UBSan (clang), each target for FUZZ_SECONDS
+//   (tests/fuzz/main.cpp) make test        tests/test_fuzz_replay.cpp replays the committed seed
+//   corpus and every crash
 //                    reproducer (tests/fuzz/corpus/<target>/, tests/fuzz/crashes/<target>/)
 #pragma once
 

@@ -1,5 +1,7 @@
-// Every differentiable op in mosgrad. Each is defined in autograd/ops_*.cpp with its backward
-// written right next to its forward. Ops never modify their inputs and record a graph node only
+// The general differentiable ops. Each is defined in autograd/ops_*.cpp with its backward
+// written right next to its forward. (Two more ops, each one node with its own backward, live
+// with the layer they serve: the fused LSTM, nn/lstm_fused.cpp, and the fused head loss,
+// nn/fused_head_loss.cpp.) Ops never modify their inputs and record a graph node only
 // when grad mode is on and an input requires grad.
 //
 // Shapes use the legend of tensor/shape.h (B batch, T time, E embedding, H hidden, V vocabulary,

@@ -9,8 +9,8 @@ namespace mg {
 
 namespace {
 
-// A zero tensor of `shape` whose [start, start+len) slice along dim is `g`: backward of narrow,
-// and of each piece of cat.
+// A zero tensor of `shape` whose [start, start+len) slice along dim is `g`: the backward of
+// narrow. (cat's backward is the other way round: it narrows its gradient into the pieces.)
 Tensor embed_slice(const Tensor& g_in, const Shape& shape, int dim, int64_t start) {
   if (g_in.is_cuda()) {  // a strided copy into the slice's view of the zeros
     Tensor out = Tensor::zeros(shape, Device::CUDA);

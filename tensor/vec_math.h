@@ -1,6 +1,8 @@
-// exp that the compiler can vectorize. glibc's expf is a scalar call, and softmax-style loops over
-// a 10,000-word vocabulary spend most of their time in it. This one is branch-free, so loops using
-// it compile to AVX-512/AVX2 code; accuracy ~1 ulp (relative error < 1.2e-7) on [-87.3, 88.7].
+// exp, log, log1p, sigmoid, tanh and log-sigmoid that the compiler can vectorize (vexp, vlog, ...),
+// and the row helpers of softmax (row_max, sum_exp). glibc's expf is a scalar call, and
+// softmax-style loops over a 10,000-word vocabulary spend most of their time in it. These are
+// branch-free, so loops using them compile to AVX-512/AVX2 code. vexp: accuracy ~1 ulp (relative
+// error < 1.2e-7) on [-87.3, 88.7].
 //   exp(x) = 2^n · exp(r),  n = round(x / ln 2),  r = x − n·ln 2 (Cody–Waite, two-part ln 2),
 //   exp(r) = 1 + r + r²·P(r) on |r| ≤ ln2/2 (minimax coefficients as in Cephes' expf).
 #pragma once

@@ -22,6 +22,7 @@
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/optim.h"
+#include "lm/run_record.h"
 #include "lm/train_state.h"
 #include "tensor/parallel.h"
 
@@ -100,50 +101,6 @@ std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
   }
   opt.swap_out_average();
   return {val_loss, improved};
-}
-
-using Clock = std::chrono::steady_clock;
-
-// The files of a run directory; finetuning keeps its own state and record beside the first stage's.
-struct RunFiles {
-  std::string state, best, metrics, curves;
-  RunFiles(const TrainConfig& cfg, bool finetune)
-      : state(cfg.save + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt")),
-        best(cfg.save + "/best.ckpt"),
-        metrics(cfg.save + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl")),
-        curves(cfg.save + (finetune ? "/finetune_curves.svg" : "/curves.svg")) {}
-};
-
-// Sums over one log interval, turned into one metrics.jsonl record.
-struct IntervalSums {
-  double loss = 0, norm = 0;
-  int64_t steps = 0, tokens = 0;
-  Clock::time_point start = Clock::now();
-
-  void add(double nll, double grad_norm, int64_t n) {
-    loss += nll, norm += grad_norm, ++steps, tokens += n;
-  }
-  IntervalMetrics take(const TrainState& st, const TrainConfig& cfg, int64_t rows,
-                       double elapsed_s) {
-    const double secs = std::chrono::duration<double>(Clock::now() - start).count();
-    IntervalMetrics m;
-    m.epoch = st.epoch, m.step = st.step, m.batch = st.batch_pos / cfg.bptt,
-    m.batches = (rows - 1) / cfg.bptt;
-    m.tokens = st.tokens, m.loss = loss / steps, m.lr = cfg.lr,
-    m.tokens_per_s = tokens / std::max(secs, 1e-9);
-    m.elapsed_s = elapsed_s, m.grad_norm = norm / steps;
-    *this = IntervalSums();
-    return m;
-  }
-};
-
-EpochMetrics epoch_record(const TrainState& st, double val_loss, bool improved, double elapsed_s) {
-  EpochMetrics em;
-  em.epoch = st.epoch, em.step = st.step, em.tokens = st.tokens, em.val_loss = val_loss,
-  em.elapsed_s = elapsed_s;
-  em.train_loss = st.epoch_loss_count ? st.epoch_loss_sum / st.epoch_loss_count : 0;
-  em.optimizer = optimizer_kind_name(st.optimizer), em.best = improved;
-  return em;
 }
 
 // Why training should stop cleanly now ("" when it should go on).
@@ -293,16 +250,12 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     drop_records_after(files.metrics, st.step);  // records written after the checkpoint
   MetricsWriter metrics(files.metrics);
   TrainResult result;
-  const auto run_start = Clock::now();
-  const double elapsed_before = st.elapsed_s;
-  auto elapsed = [&]() {
-    return elapsed_before + std::chrono::duration<double>(Clock::now() - run_start).count();
-  };
+  const Stopwatch elapsed(st.elapsed_s);  // seconds of the run, resumed runs continuing the count
   const std::vector<Tensor> params = model.parameters();
 
   for (; st.epoch <= cfg.epochs; ++st.epoch) {
     model.train();
-    const auto epoch_start = Clock::now();
+    const auto epoch_start = TrainClock::now();
     IntervalSums interval;
     if (st.batch_pos == 0) hidden = model.init_hidden(cfg.batch_size);
 
@@ -320,8 +273,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
           model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
       regularised_loss(out, cfg.alpha, cfg.beta).backward();
       const double norm = clip_grad_norm(params, cfg.clip);
-      if (!std::isfinite(
-              norm))  // the update would make the weights NaN: stop while they are still good
+      // An update by a non-finite gradient would make the weights NaN: stop while they are good.
+      if (!std::isfinite(norm))
         throw std::runtime_error(
             diverged_message("gradient norm", norm, st.step + 1, model_cfg.ntoken, files.state));
       opt->step(lr);
@@ -363,24 +316,19 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st,
                                                              files.best, corpus.vocab, files.state);
     EpochMetrics em = epoch_record(st, val_loss, improved, elapsed());
-    em.epoch_s = std::chrono::duration<double>(Clock::now() - epoch_start).count();
+    em.epoch_s = std::chrono::duration<double>(TrainClock::now() - epoch_start).count();
     metrics.write(em);
     if (hooks.display) hooks.display->epoch(em);
     const bool done = nt_asgd(cfg, finetune, val_loss, st, model, opt, say);
 
     // The state to resume from starts the next epoch.
     st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0, st.elapsed_s = elapsed();
-    TrainState next = st;
-    ++next.epoch;
-    save_state(files.state, cfg, model, *opt, next, model.init_hidden(cfg.batch_size), bptt_gen,
-               corpus.vocab);
-    try {
-      plot_learning_curves(files.metrics, files.curves,
-                           (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) +
-                               (finetune ? " (finetune)" : ""));
-    } catch (const std::exception& e) {
-      say(std::string("warning: could not draw the learning curves: ") + e.what());
-    }
+    save_state(files.state, cfg, model, *opt, next_epoch(st), model.init_hidden(cfg.batch_size),
+               bptt_gen, corpus.vocab);
+    draw_curves(
+        files,
+        (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""),
+        say);
     result.epochs_done = st.epoch;
     if (done) break;
   }

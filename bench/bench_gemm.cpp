@@ -1,7 +1,7 @@
 // GEMM throughput on the model's shapes and 1024^3, next to the machine's FP32 FMA peak.
 //
 //   make MODE=release build/release/bench/bench_gemm && ./build/release/bench/bench_gemm
-//   options: --kernel auto|scalar|avx2|avx512   --runs R (default 5)   --threads T
+//   options: --kernel auto|scalar|avx2|avx512|avx512_bf16   --runs R (default 5)   --threads T
 //
 // Output, one line per measurement, for bench/run.sh to merge with bench/torch_gemm.py's:
 //   gemm <shape> mosgrad <GFLOP/s>          (median of the runs)
@@ -125,13 +125,15 @@ int main(int argc, char** argv) {
     else if (opt == "--threads")
       mg::set_num_threads(std::atoi(val.c_str()));
     else if (opt == "--kernel") {
-      for (mg::GemmKernel k : {mg::GemmKernel::kAuto, mg::GemmKernel::kScalar,
-                               mg::GemmKernel::kAvx2, mg::GemmKernel::kAvx512})
+      for (mg::GemmKernel k :
+           {mg::GemmKernel::kAuto, mg::GemmKernel::kScalar, mg::GemmKernel::kAvx2,
+            mg::GemmKernel::kAvx512, mg::GemmKernel::kAvx512Bf16})
         if (val == mg::gemm_kernel_name(k)) kind = k;
     } else {
-      std::fprintf(stderr,
-                   "usage: %s [--kernel auto|scalar|avx2|avx512] [--runs R] [--threads T]\n",
-                   argv[0]);
+      std::fprintf(
+          stderr,
+          "usage: %s [--kernel auto|scalar|avx2|avx512|avx512_bf16] [--runs R] [--threads T]\n",
+          argv[0]);
       return 2;
     }
   }

@@ -4,7 +4,7 @@
 // process).
 //   build/release/bench/bench_train --preset small-mos [--seconds 10] [--repeats 3] [--threads 2]
 //                                   [--mode train|eval|both] [--profile] [--device cpu|cuda]
-//                                   [--tf32]
+//                                   [--tf32] [--precision fp32|bf16]
 // Prints one JSON line: {"preset":..., "train_tok_s":..., "eval_tok_s":..., "peak_rss_mb":...}
 // With --device cuda the model runs on the GPU; each timed run ends with a device synchronisation,
 // and the line adds the peak GPU memory held by tensors ("peak_gpu_mb") and the share of the
@@ -55,6 +55,7 @@ int run(int argc, char** argv) {
   double seconds = 10;
   int repeats = 3, threads = 0;
   bool profile = false, tf32 = false;
+  std::string precision = "fp32";  // fp32 | bf16: the operands of every CPU GEMM (tensor/gemm.h)
   Device device = Device::CPU;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -75,12 +76,19 @@ int run(int argc, char** argv) {
       device = parse_device(next());
     else if (a == "--tf32")
       tf32 = true;
+    else if (a == "--precision")
+      precision = next();
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
     }
   }
   if (threads > 0) set_num_threads(threads);
+  if (precision != "fp32" && precision != "bf16") {
+    std::fprintf(stderr, "--precision expects fp32 or bf16, got '%s'\n", precision.c_str());
+    return 2;
+  }
+  if (precision == "bf16") set_gemm_precision(GemmPrecision::kBf16);  // throws without AVX512_BF16
   TrainConfig cfg = preset_config(preset);
   cfg.model.ntoken = 10000;
   RNNModel model(cfg.model, 1);
@@ -174,9 +182,9 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::printf(
-      "{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"threads\":%d,\"train_tok_s\":%.1f,\"eval_tok_s\":%"
-      ".1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
-      preset.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
+      "{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"train_tok_"
+      "s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
+      preset.c_str(), precision.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
       allocator_stats().peak_live_bytes / 1048576.0);
   return 0;
 }

@@ -229,6 +229,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
   const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));  // --gemm, for this run only
+  const GemmPrecisionScope precision(gemm_precision_for(cfg.precision, cfg.gemm, cfg.device));
   std::filesystem::create_directories(cfg.save);
   const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
                                    " --save " + cfg.save);

@@ -30,6 +30,32 @@ GemmPath gemm_path_for(const std::string& gemm, Device device) {
   return GemmPath::kReference;
 }
 
+Flag precision_flag(std::string& precision) {
+  return choice_flag("precision", "precision",
+                     "operands of the CPU matrix products: fp32 (default) or bf16 (rounded to "
+                     "bfloat16, FP32 accumulation; ~1.4x faster training on AVX512_BF16 CPUs)",
+                     precision, {"fp32", "bf16"});
+}
+
+GemmPrecision gemm_precision_for(const std::string& precision, const std::string& gemm,
+                                 Device device) {
+  if (precision != "fp32" && precision != "bf16")
+    throw std::invalid_argument("--precision expects one of fp32|bf16, got '" + precision + "'");
+  if (precision == "fp32") return GemmPrecision::kFp32;
+  if (device == Device::CUDA)
+    throw std::invalid_argument(
+        "--precision bf16 is a CPU path (AVX512_BF16); on --device cuda the GEMMs are cuBLAS's "
+        "FP32 ones (use --tf32 there, or --device cpu)");
+  if (gemm == "reference")
+    throw std::invalid_argument(
+        "--precision bf16 needs --gemm fast: the reference GEMM is the plain FP32 triple loop");
+  if (!gemm_bf16_kernel_name())
+    throw std::invalid_argument(
+        "--precision bf16 needs a CPU with AVX512_BF16 (AMD Zen 4 or later, Intel Cooper Lake, "
+        "Sapphire Rapids or later); this one has none: use --precision fp32");
+  return GemmPrecision::kBf16;
+}
+
 FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm) {
   const std::string section =
       "reference paths (same numbers to rounding, slower, easier to read and step through)";
@@ -167,6 +193,7 @@ FlagTable TrainConfig::flag_table() {
   };
   const FlagTable paths = reference_path_flags(model.fused_lstm, model.fused_head, gemm);
   table.insert(table.end(), paths.begin(), paths.end());
+  table.push_back(precision_flag(precision));
   return table;
 }
 

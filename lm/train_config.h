@@ -36,6 +36,7 @@ struct TrainConfig {
   bool variable_bptt = true;     // AWD-LSTM's random segment lengths (false: always bptt)
   std::string gemm = "fast";     // --gemm fast|reference (model.fused_lstm and model.fused_head are
                                  // the other two paths)
+  std::string precision = "fp32";  // --precision fp32|bf16: the operands of the CPU GEMMs
 
   std::map<std::string, std::string> to_map() const;  // for checkpoints; includes model.* keys
   // Applies "--name value" flags (names as in the reference scripts, '-' or '_' alike); throws
@@ -51,6 +52,15 @@ GemmPath gemm_path_for(const std::string& gemm, Device device);
 // The rows of the three run-time switches between the fast paths and the readable references
 // (--fused-lstm, --fused-head, --gemm), shared by train, finetune, eval and dyneval.
 FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm);
+
+// --precision fp32|bf16 (tensor/gemm.h): bf16 rounds the operands of every CPU GEMM to bfloat16
+// and accumulates in FP32; weights, gradients, optimizer state and the loss stay FP32.
+Flag precision_flag(std::string& precision);
+// The GemmPrecision that --precision names, checked against the other flags and the CPU before
+// any work starts: bf16 is refused, with the reason, on --device cuda, with --gemm reference and
+// on a CPU without AVX512_BF16 (never a silent FP32 run).
+GemmPrecision gemm_precision_for(const std::string& precision, const std::string& gemm,
+                                 Device device);
 
 // The named configurations of the trainer issue: tiny, small-softmax, small-mos, small-sigsoftmax,
 // small-mosig, mos-paper. Throws listing the names for an unknown one.

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstddef>
 #include <new>
+#include <stdexcept>
 
 #include "tensor/gemm_kernels.h"
 #include "tensor/parallel.h"
@@ -220,7 +221,7 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
     // micro-panel at a time, right before its use, so it goes from packing to the kernel
     // through L1/L2 and there is no nc panel at all.
     float* Bp = tl_b.get(static_cast<size_t>(g.nr * kc_blk));
-    const bool direct = !p.tb;
+    const bool direct = !p.tb && g.b_in_place;
     for (int64_t pc = 0; pc < p.K; pc += kc_blk) {
       const int64_t kc = std::min(kc_blk, p.K - pc);
       const float beta = pc == 0 ? p.beta : 1.0f;
@@ -308,6 +309,9 @@ bool cpu_has(GemmKernel kind) {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
     case GemmKernel::kAvx2:
       return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmKernel::kAvx512Bf16:
+      return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512vl");
     default:
       return true;
   }
@@ -322,6 +326,8 @@ const Arch& arch_of(GemmKernel kind) {
       return arch_avx512();
     case GemmKernel::kAvx2:
       return arch_avx2();
+    case GemmKernel::kAvx512Bf16:
+      return arch_avx512_bf16();
     default:
       return kScalarArch;
   }
@@ -340,12 +346,19 @@ const char* gemm_kernel_name(GemmKernel kind) {
       return "avx2";
     case GemmKernel::kAvx512:
       return "avx512";
+    case GemmKernel::kAvx512Bf16:
+      return "avx512_bf16";
   }
   return "?";
 }
 
 bool gemm_kernel_supported(GemmKernel kind) {
-  return gemm_detail::cpu_has(kind);
+  // Asked once per family: gemm() under bf16 goes through here for every product.
+  static const bool supported[] = {
+      gemm_detail::cpu_has(GemmKernel::kAuto), gemm_detail::cpu_has(GemmKernel::kScalar),
+      gemm_detail::cpu_has(GemmKernel::kAvx2), gemm_detail::cpu_has(GemmKernel::kAvx512),
+      gemm_detail::cpu_has(GemmKernel::kAvx512Bf16)};
+  return supported[static_cast<int>(kind)];
 }
 
 GemmKernel gemm_default_kernel() {
@@ -369,7 +382,23 @@ bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, in
 
 namespace {
 std::atomic<GemmPath> g_gemm_path{GemmPath::kFast};  // atomic: GEMMs read it from every thread
+std::atomic<GemmPrecision> g_gemm_precision{GemmPrecision::kFp32};
 }  // namespace
+
+const char* gemm_bf16_kernel_name() {
+  return gemm_kernel_supported(GemmKernel::kAvx512Bf16) ? "avx512_bf16" : nullptr;
+}
+
+GemmPrecision set_gemm_precision(GemmPrecision precision) {
+  if (precision == GemmPrecision::kBf16 && !gemm_bf16_kernel_name())
+    throw std::runtime_error(
+        "bf16 precision needs a CPU with AVX512_BF16 (AMD Zen 4 or later, Intel Cooper Lake or "
+        "Sapphire Rapids and later); this one has none: use --precision fp32");
+  return g_gemm_precision.exchange(precision);
+}
+GemmPrecision gemm_precision() {
+  return g_gemm_precision.load(std::memory_order_relaxed);
+}
 
 GemmPath set_gemm_path(GemmPath path) {
   return g_gemm_path.exchange(path);
@@ -382,8 +411,9 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
           int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
   if (gemm_path() == GemmPath::kReference)
     return gemm_reference(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  gemm_with_kernel(GemmKernel::kAuto, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
-                   ldc);
+  const GemmKernel kind =
+      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : GemmKernel::kAuto;
+  gemm_with_kernel(kind, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace mg

@@ -38,4 +38,33 @@ class GemmPathScope {
   GemmPath previous_;
 };
 
+// The number format of the operands of mg::gemm, for the whole process (--precision fp32|bf16):
+//  * kFp32 (the default): FP32 operands, FP32 accumulation; every result is as before, bit for bit.
+//  * kBf16: A and B are rounded to bfloat16 (nearest, ties to even) as they are packed, multiplied
+//    exactly and accumulated in FP32 (tensor/gemm_avx512_bf16.cpp); C and everything outside the
+//    GEMM stay FP32. About 1.7x the FP32 kernel's multiply-adds per second, for a relative error of
+//    up to ~2^-8 per product (see tensor/bf16.h); ML training is known to tolerate it.
+// The reference path (GemmPath::kReference) is FP32 whatever this says.
+enum class GemmPrecision { kFp32, kBf16 };
+// The bf16 kernel this CPU runs ("avx512_bf16"), or nullptr when it has none (then kBf16 cannot
+// be set). AMX tiles would come first where present; no machine we test on has them, so there is
+// no AMX kernel yet.
+const char* gemm_bf16_kernel_name();
+// Returns the previous precision. Throws std::runtime_error, naming what the CPU lacks, for kBf16
+// on a CPU without a bf16 kernel: never a silent FP32 run.
+GemmPrecision set_gemm_precision(GemmPrecision precision);
+GemmPrecision gemm_precision();
+
+// Sets the precision for as long as it lives (a training run, a test), then restores it.
+class GemmPrecisionScope {
+ public:
+  explicit GemmPrecisionScope(GemmPrecision precision) : previous_(set_gemm_precision(precision)) {}
+  ~GemmPrecisionScope() { set_gemm_precision(previous_); }
+  GemmPrecisionScope(const GemmPrecisionScope&) = delete;
+  GemmPrecisionScope& operator=(const GemmPrecisionScope&) = delete;
+
+ private:
+  GemmPrecision previous_;
+};
+
 }  // namespace mg

@@ -21,7 +21,10 @@
 namespace mg {
 
 // Which micro-kernel family runs. kAuto is the best one the CPU supports.
-enum class GemmKernel { kAuto, kScalar, kAvx2, kAvx512 };
+// kAvx512Bf16 is the bf16 family (--precision bf16): operands rounded to bfloat16 when packed,
+// FP32 accumulation; kAuto never picks it (it changes the numbers), gemm() does under
+// GemmPrecision::kBf16.
+enum class GemmKernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 
 const char* gemm_kernel_name(GemmKernel kind);
 bool gemm_kernel_supported(GemmKernel kind);  // kAuto and kScalar always are
@@ -58,12 +61,16 @@ struct Arch {
   // copying it costs more than the strided reads.
   void (*macro)(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
                 int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc);
+  // Whether macro can read a row-major B in place (ldb_direct). The bf16 family cannot: its
+  // operands must be rounded and paired along k, which is packing.
+  bool b_in_place = true;
 };
 
 // Defined in gemm_avx512.cpp / gemm_avx2.cpp. They only describe the kernels: calling the routines
 // on a CPU without the instructions faults, so the caller checks __builtin_cpu_supports first.
 const Arch& arch_avx512();
 const Arch& arch_avx2();
+const Arch& arch_avx512_bf16();  // gemm_avx512_bf16.cpp: packed layouts of bf16 pairs, see there
 
 // Portable packing, used by the scalar and AVX2 families (and for the edges of the AVX-512 one).
 void pack_a_generic(int mr, bool trans, const float* A, int64_t lda, int64_t m, int64_t kc,

@@ -114,6 +114,7 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
 LoadedModel load_for(const ModelCommandOptions& o) {
   const Device device = parse_device(o.device);
   set_gemm_path(gemm_path_for(o.gemm, device));
+  set_gemm_precision(gemm_precision_for(o.precision, o.gemm, device));
   if (device == Device::CUDA) require_cuda();
   LoadedModel lm = load_model(o.model_path());
   lm.model->config.fused_lstm = o.fused_lstm, lm.model->config.fused_head = o.fused_head;

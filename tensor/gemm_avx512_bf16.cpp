@@ -1,0 +1,243 @@
+// AVX512_BF16 GEMM kernels (--precision bf16): the operands are rounded to bfloat16 (nearest, ties
+// to even) while they are packed, and the 8 x 48 micro-kernel multiplies them with VDPBF16PS,
+// which for each of 16 FP32 lanes adds the products of two adjacent bf16 pairs:
+//   acc[j] += a[2j] * b[2j] + a[2j+1] * b[2j+1]
+// so one instruction does twice the multiply-adds of an FP32 FMA, and accumulates in FP32
+// (mixed precision as in Kalamkar et al., "A Study of BFLOAT16 for Deep Learning Training", 2019).
+// A product of two bf16 (8-bit significands) is exact in FP32; each addition rounds as in FP32.
+// The instruction ignores MXCSR: denormal inputs count as zero and denormal results are flushed
+// to zero (tests/test_gemm_bf16.cpp derives the tolerance this implies).
+//
+// The loop nest, blocking and threading are gemm.cpp's; only packing and the micro-kernel differ
+// from gemm_avx512.cpp. Because VDPBF16PS consumes k in pairs, the packed layouts hold pairs:
+//  * A block, m x kc: micro-panel p of 8 rows at Ap + p*8*kc2 (kc2 = ceil(kc/2) pairs), the pair
+//    (op(A)(i,2q), op(A)(i,2q+1)) as one 32-bit word at [q*8 + i];
+//  * B panel, kc x n: micro-panel of 48 columns (the last w = n rounded up to 16 wide) at
+//    Bp + q0*kc2, the pair (op(B)(2q,j), op(B)(2q+1,j)) at [q*w + j].
+// An odd kc is padded with a zero k, rows and columns past the edge with zeros. The driver passes
+// these buffers as float*: a pair has a float's size, so its buffers (sized for FP32) are large
+// enough; the functions below view them as uint32_t.
+#include "tensor/gemm_kernels.h"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+
+#include <immintrin.h>
+
+#define MG_BF16 __attribute__((target("avx512bf16,avx512f,avx512vl,avx512bw,avx2,fma")))
+
+namespace mg::gemm_detail {
+namespace {
+
+constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
+
+inline int64_t pairs(int64_t kc) {
+  return (kc + 1) / 2;
+}
+
+// Tile of M <= 8 rows and NV <= 3 vectors of C, from kc2 pairs of k. Same structure, register use
+// and edge handling as the FP32 micro-kernel in gemm_avx512.cpp; the B row is a vector of 16
+// pairs and A a broadcast pair.
+template <int M, int NV>
+MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __restrict b,
+                   int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
+                   int n_last) {
+  __m512 acc[M][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * NV - 1), _MM_HINT_T0);
+  }
+#pragma GCC unroll 4
+  for (int64_t q = 0; q < kc2; ++q) {
+    __m512bh bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+    }
+    a += kMr;
+    b += bs;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  const __mmask16 last = static_cast<__mmask16>((1u << n_last) - 1);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    float* row = c + i * ldc;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 mask = v == NV - 1 ? last : static_cast<__mmask16>(0xffff);
+      __m512 r;
+      if (beta == 0) {
+        r = _mm512_mul_ps(va, acc[i][v]);  // C is not read: NaNs in it must not propagate
+      } else {
+        const __m512 old = _mm512_maskz_loadu_ps(mask, row + 16 * v);
+        r = _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, old));
+      }
+      _mm512_mask_storeu_ps(row + 16 * v, mask, r);
+    }
+  }
+}
+
+using MicroFn = void (*)(int64_t, const uint32_t*, const uint32_t*, int64_t, float*, int64_t, float,
+                         float, int);
+template <int M>
+constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>, micro<M, 3>};
+const MicroFn* const kMicro[kMr] = {micro_row<1>, micro_row<2>, micro_row<3>, micro_row<4>,
+                                    micro_row<5>, micro_row<6>, micro_row<7>, micro_row<8>};
+
+MG_BF16 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap_f, const float* Bp_f,
+                   int64_t /*ldb_direct: never, b_in_place is false*/, float alpha, float beta,
+                   float* C, int64_t ldc) {
+  const auto* Ap = reinterpret_cast<const uint32_t*>(Ap_f);
+  const auto* Bp = reinterpret_cast<const uint32_t*>(Bp_f);
+  const int64_t kc2 = pairs(kc);
+  for (int64_t jr = 0; jr < n; jr += kNr) {
+    const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
+    const int nv = (cols + 15) / 16;
+    const int n_last = cols - 16 * (nv - 1);
+    for (int64_t ir = 0; ir < m; ir += kMr) {
+      const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
+      kMicro[rows - 1][nv - 1](kc2, Ap + ir * kc2, Bp + jr * kc2, 16 * nv, C + ir * ldc + jr, ldc,
+                               alpha, beta, n_last);
+    }
+  }
+}
+
+// The index that interleaves two rows of 16 bf16 (x[0..15] from row k, x[16..31] from row k+1)
+// into 16 pairs: word j = (x[j], x[16+j]).
+MG_BF16 inline __m512i interleave_index() {
+  alignas(64) static const uint16_t idx[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                               21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                               11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  return _mm512_load_si512(idx);
+}
+
+// dst[j] = pair(r0[j], r1[j]) for j < width; r0, r1 hold `valid` floats (r1 == nullptr: a zero
+// row, the padding of an odd k); columns valid..width are zero pairs. Both rows rounded to nearest
+// even by VCVTNE2PS2BF16.
+MG_BF16 void interleave_rows(const float* r0, const float* r1, int64_t valid, int64_t width,
+                             uint32_t* dst) {
+  const __m512i idx = interleave_index();
+  for (int64_t j = 0; j < width; j += 16) {
+    const int64_t in = valid - j < 0 ? 0 : (valid - j > 16 ? 16 : valid - j);
+    const int64_t out = width - j > 16 ? 16 : width - j;
+    const __mmask16 lmask = static_cast<__mmask16>((1u << in) - 1);
+    const __mmask16 smask = static_cast<__mmask16>((1u << out) - 1);
+    const __m512 lo = _mm512_maskz_loadu_ps(lmask, r0 + j);
+    const __m512 hi = r1 ? _mm512_maskz_loadu_ps(lmask, r1 + j) : _mm512_setzero_ps();
+    const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // [lo 0..15 | hi 0..15]
+    _mm512_mask_storeu_epi32(dst + j, smask, _mm512_permutexvar_epi16(idx, both));
+  }
+}
+
+// In-register transpose of 8 rows of 8 32-bit words (as in gemm_avx512.cpp).
+MG_BF16 inline void transpose8(__m256 r[8]) {
+  __m256 t[8], s[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+  }
+}
+
+// `rows` (<= 8) source rows contiguous in k, src(i, k) = src[i*ld + k], k < kc, into pairs
+// dst[q*dst_ld + i] = pair(src(i,2q), src(i,2q+1)) for 8 columns i (past `rows`: zero). Each row's
+// 16 floats become 8 pairs (VCVTNEPS2BF16), and an 8 x 8 transpose of the pair words puts them in
+// place: the A block when A is row-major, the B panel when B is stored transposed.
+MG_BF16 void pack_pairs_transposed(const float* src, int64_t ld, int rows, int64_t kc,
+                                   uint32_t* dst, int64_t dst_ld) {
+  for (int64_t k = 0; k < kc; k += 16) {
+    const int64_t left = kc - k > 16 ? 16 : kc - k;
+    const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1);
+    __m256 r[8];
+    for (int i = 0; i < 8; ++i)
+      r[i] = i < rows ? (__m256)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i * ld + k))
+                      : _mm256_setzero_ps();
+    transpose8(r);
+    const int64_t q0 = k / 2, nq = (left + 1) / 2;
+    for (int j = 0; j < nq; ++j)
+      _mm256_storeu_ps(reinterpret_cast<float*>(dst + (q0 + j) * dst_ld), r[j]);
+  }
+}
+
+MG_BF16 void pack_a(bool trans, const float* A, int64_t lda, int64_t m, int64_t kc, float* Ap_f) {
+  auto* Ap = reinterpret_cast<uint32_t*>(Ap_f);
+  const int64_t kc2 = pairs(kc);
+  for (int64_t p0 = 0; p0 < m; p0 += kMr) {
+    const int rows = static_cast<int>(m - p0 < kMr ? m - p0 : kMr);
+    uint32_t* dst = Ap + p0 * kc2;
+    if (trans) {
+      // Stored [K, M]: rows 2q and 2q+1 each give 8 contiguous values of i.
+      for (int64_t q = 0; q < kc2; ++q) {
+        const float* r0 = A + 2 * q * lda + p0;
+        interleave_rows(r0, 2 * q + 1 < kc ? r0 + lda : nullptr, rows, kMr, dst + q * kMr);
+      }
+    } else {
+      pack_pairs_transposed(A + p0 * lda, lda, rows, kc, dst, kMr);
+    }
+  }
+}
+
+MG_BF16 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_t n, float* Bp_f) {
+  auto* Bp = reinterpret_cast<uint32_t*>(Bp_f);
+  const int64_t kc2 = pairs(kc);
+  for (int64_t q0 = 0; q0 < n; q0 += kNr) {
+    const int cols = static_cast<int>(n - q0 < kNr ? n - q0 : kNr);
+    const int w = (cols + 15) / 16 * 16;  // packed width: whole vectors, zero-padded
+    uint32_t* dst = Bp + q0 * kc2;
+    if (!trans) {
+      // Row-major [K, N]: rows 2q and 2q+1 of the panel interleave into one row of pairs.
+      for (int64_t q = 0; q < kc2; ++q) {
+        const float* r0 = B + 2 * q * ldb + q0;
+        interleave_rows(r0, 2 * q + 1 < kc ? r0 + ldb : nullptr, cols, w, dst + q * w);
+      }
+    } else {
+      // Stored [N, K]: column j of the panel is row q0 + j of B, contiguous in k.
+      for (int j0 = 0; j0 < w; j0 += 8) {
+        const int valid = cols - j0 < 0 ? 0 : (cols - j0 > 8 ? 8 : cols - j0);
+        pack_pairs_transposed(valid ? B + (q0 + j0) * ldb : B, ldb, valid, kc, dst + j0, w);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+const Arch& arch_avx512_bf16() {
+  // Same register tile and cache blocks as the FP32 kernel. kc counts k (not pairs): the packed
+  // A block is half the FP32 one's bytes, so kc could double, but K = 200 / 400 / 560 fit one
+  // block either way, and equal blocks keep the two precisions' loop nests alike.
+  static const Arch arch = {"avx512_bf16",       kMr,         kNr,    16,     /*mc=*/256,
+                            /*kc=*/512,          /*nc=*/3072, pack_a, pack_b, macro,
+                            /*b_in_place=*/false};
+  return arch;
+}
+
+}  // namespace mg::gemm_detail
+
+#else  // not x86: never selected (gemm.cpp only picks it when the CPU reports AVX512_BF16)
+
+namespace mg::gemm_detail {
+const Arch& arch_avx512_bf16() {
+  static const Arch arch = {"avx512_bf16", 0, 0, 0, 0, 0, 0, nullptr, nullptr, nullptr, false};
+  return arch;
+}
+}  // namespace mg::gemm_detail
+
+#endif

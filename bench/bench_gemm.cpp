@@ -104,12 +104,14 @@ double measure_peak(int threads, int lanes) {
 struct Shape {
   bool ta, tb;
   int64_t M, K, N;
+  bool packed = false;  // B packed once outside the timing (mg::PackedB), as the LSTM's W_hh
 };
 
 std::string shape_name(const Shape& s) {
   std::string n = std::to_string(s.M) + "x" + std::to_string(s.K) + "@" + std::to_string(s.K) +
                   "x" + std::to_string(s.N);
   if (s.ta || s.tb) n += std::string("-") + (s.ta ? "T" : "N") + (s.tb ? "T" : "N");
+  if (s.packed) n += "-prepacked";
   return n;
 }
 
@@ -141,6 +143,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kernel %s not supported on this CPU\n", mg::gemm_kernel_name(kind));
     return 1;
   }
+  // The prepacked shape packs for the process's precision: bf16 when that kernel is benchmarked.
+  if (kind == mg::GemmKernel::kAvx512Bf16) mg::set_gemm_precision(mg::GemmPrecision::kBf16);
+  const bool packed_ok = kind == mg::GemmKernel::kAvx512Bf16 || kind == mg::GemmKernel::kAuto ||
+                         kind == mg::gemm_default_kernel();
   const mg::GemmKernel resolved = kind == mg::GemmKernel::kAuto ? mg::gemm_default_kernel() : kind;
   const std::string who = kind == mg::GemmKernel::kAuto
                               ? "mosgrad"
@@ -160,24 +166,31 @@ int main(int argc, char** argv) {
 
   const Shape shapes[] = {
       {false, false, 1024, 1024, 1024},
-      {false, false, 700, 200, 10000},   // output projection: (T*B x H) @ (H x V)
-      {false, true, 700, 200, 10000},    // same with the weight stored [V, H]
-      {false, false, 3500, 200, 10000},  // a longer unroll
-      {false, false, 700, 10000, 200},   // its input gradient: dlogits @ W, W stored [V, H]
-      {false, false, 20, 400, 1600},     // one LSTM time step: (B x 2H) @ (2H x 4H)
-      {false, false, 700, 400, 1600},    // the LSTM input product over all steps
+      {false, false, 700, 200, 10000},      // output projection: (T*B x H) @ (H x V)
+      {false, true, 700, 200, 10000},       // same with the weight stored [V, H]
+      {false, false, 3500, 200, 10000},     // a longer unroll
+      {false, false, 700, 10000, 200},      // its input gradient: dlogits @ W, W stored [V, H]
+      {false, false, 20, 400, 1600},        // one LSTM time step: (B x 2H) @ (2H x 4H)
+      {false, false, 20, 400, 1600, true},  // the same, W_hh packed once per sequence (bf16 LSTM)
+      {false, false, 700, 400, 1600},       // the LSTM input product over all steps
   };
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   for (const Shape& s : shapes) {
+    if (s.packed && !packed_ok) continue;  // PackedB packs for the default or the bf16 kernel
     std::vector<float> A(static_cast<size_t>(s.M * s.K)), B(static_cast<size_t>(s.K * s.N)),
         C(static_cast<size_t>(s.M * s.N));
     for (float& x : A) x = u(rng);
     for (float& x : B) x = u(rng);
     const int64_t lda = s.ta ? s.M : s.K, ldb = s.tb ? s.K : s.N;
+    const mg::PackedB packed_b =
+        s.packed ? mg::PackedB(s.tb, s.K, s.N, B.data(), ldb) : mg::PackedB();
     auto call = [&] {
-      mg::gemm_with_kernel(kind, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb,
-                           0.0f, C.data(), s.N);
+      if (s.packed)
+        mg::gemm_packed_b(s.M, s.N, s.K, 1.0f, A.data(), lda, packed_b, 0.0f, C.data(), s.N);
+      else
+        mg::gemm_with_kernel(kind, s.ta, s.tb, s.M, s.N, s.K, 1.0f, A.data(), lda, B.data(), ldb,
+                             0.0f, C.data(), s.N);
     };
     const double flop = 2.0 * s.M * s.N * s.K;
     // Calls per run: enough for ~0.2 s, so that timer resolution and one-off stalls do not matter.

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -131,11 +132,12 @@ int run(int argc, char** argv) {
     train_step(hidden, false, parts);  // warm-up: first-touch allocations
     sync();
     if (device == Device::CUDA) cuda_gemm_timing(true);
-    std::vector<double> rates;
+    std::vector<double> rates, cpu_rates;
     double timed = 0;  // seconds of all timed runs
     for (int r = 0; r < repeats; ++r) {
       int64_t tokens = 0;
       const auto start = Clock::now();
+      const std::clock_t cpu0 = std::clock();
       while (std::chrono::duration<double>(Clock::now() - start).count() < seconds) {
         train_step(hidden, profile, parts);
         tokens += N;
@@ -143,9 +145,13 @@ int run(int argc, char** argv) {
       sync();
       const double run = std::chrono::duration<double>(Clock::now() - start).count();
       rates.push_back(tokens / run);
+      cpu_rates.push_back(tokens / (double(std::clock() - cpu0) / CLOCKS_PER_SEC));
       timed += run;
     }
     train_tok_s = median(rates);
+    // Tokens per second of this process's CPU time: with --threads 1 it measures the work, not
+    // the machine's other jobs (with more threads, OpenMP's waiting spins count too).
+    if (profile) std::fprintf(stderr, "train tokens per CPU second: %.1f\n", median(cpu_rates));
     if (device == Device::CUDA) gemm_share = cuda_gemm_timing(false) / timed;
     if (profile)
       std::fprintf(stderr, "time split: forward %.1f s, backward %.1f s, clip+step %.1f s\n",

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <new>
 #include <stdexcept>
+#include <string>
 
 #include "tensor/gemm_kernels.h"
 #include "tensor/parallel.h"
@@ -414,6 +415,82 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   const GemmKernel kind =
       gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : GemmKernel::kAuto;
   gemm_with_kernel(kind, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+}  // namespace mg
+
+namespace mg {
+
+PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) : K_(K), N_(N) {
+  using namespace gemm_detail;
+  const GemmKernel kind =
+      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
+  kernel_ = static_cast<int>(kind);
+  if (K <= 0 || N <= 0) return;
+  const Arch& g = arch_of(kind);
+  // The kc blocks of gemm() for this K, each packed as gemm() packs an nc panel starting at
+  // column 0 (micro-panel q at q*nr*kc): a slab of columns that starts on a micro-panel boundary
+  // is then a pointer into it.
+  kc_blk_ = ceil_div(K, ceil_div(K, g.kc));
+  block_floats_ = round_up(N, g.nr) * kc_blk_;
+  const int64_t blocks = ceil_div(K, kc_blk_);
+  float* p = static_cast<float*>(::operator new(
+      sizeof(float) * static_cast<size_t>(blocks * block_floats_), std::align_val_t(64)));
+  data_.reset(p, [](float* q) { ::operator delete(q, std::align_val_t(64)); });
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t pc = b * kc_blk_, kc = std::min(kc_blk_, K - pc);
+    g.pack_b(trans_b, trans_b ? B + pc : B + pc * ldb, ldb, kc, N, p + b * block_floats_);
+  }
+}
+
+void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                   const PackedB& B, float beta, float* C, int64_t ldc) {
+  using namespace gemm_detail;
+  if (N != B.N_ || K != B.K_)
+    throw std::invalid_argument("gemm_packed_b: the product is " + std::to_string(K) + "x" +
+                                std::to_string(N) + " but B was packed as " + std::to_string(B.K_) +
+                                "x" + std::to_string(B.N_));
+  const GemmKernel now =
+      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
+  if (static_cast<int>(now) != B.kernel_ || gemm_path() == GemmPath::kReference)
+    throw std::logic_error("gemm_packed_b: B was packed for another GEMM precision or path");
+  const Problem p{false, false, M, N, K, alpha, A, lda, nullptr, 0, beta, C, ldc};
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0 || alpha == 0) return scale_c(p);
+  const Arch& g = arch_of(now);
+  const int64_t blocks = ceil_div(K, B.kc_blk_);
+  auto rows = [&](int64_t i0, int64_t i1) {  // C[i0:i1, :], as run_block does it
+    const int64_t m_all = i1 - i0;
+    if (m_all <= 0) return;
+    const int64_t mc = round_up(ceil_div(m_all, ceil_div(m_all, g.mc)), g.mr);
+    float* Ap = tl_a.get(static_cast<size_t>(mc * B.kc_blk_));
+    for (int64_t ic = i0; ic < i1; ic += mc) {
+      const int64_t m = std::min(mc, i1 - ic);
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
+        g.pack_a(false, A + ic * lda + pc, lda, m, kc, Ap);
+        g.macro(m, N, kc, Ap, B.data_.get() + b * B.block_floats_, 0, alpha, b == 0 ? beta : 1.0f,
+                C + ic * ldc, ldc);
+      }
+    }
+  };
+  int T = num_threads();
+#ifdef _OPENMP
+  if (omp_in_parallel()) T = 1;
+#endif
+  if (static_cast<double>(M) * N * K < kParallelMinWork) T = 1;
+  T = static_cast<int>(std::min<int64_t>(T, ceil_div(M, g.mr)));
+  if (T <= 1) return rows(0, M);
+  const int64_t units = ceil_div(M, g.mr);
+#ifdef _OPENMP
+#pragma omp parallel num_threads(T)
+  {
+    const int t = omp_get_thread_num(), n = omp_get_num_threads();
+    rows(std::min(M, units * t / n * g.mr), std::min(M, units * (t + 1) / n * g.mr));
+  }
+#else
+  rows(0, M);
+#endif
 }
 
 }  // namespace mg

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 namespace mg {
 
@@ -37,6 +38,31 @@ class GemmPathScope {
  private:
   GemmPath previous_;
 };
+
+// op(B) [K,N] packed once and used by many products: the LSTM multiplies the same W_hh by a new
+// h_{t-1} at every time step, and packing it (which under bf16 also means rounding it) each time
+// costs as much as a small product. The packing is the current precision's, so make it after
+// choosing the precision and use it while that precision holds (gemm_packed_b checks).
+class PackedB {
+ public:
+  PackedB() = default;
+  PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
+  int64_t rows() const { return K_; }  // K
+  int64_t cols() const { return N_; }  // N
+
+ private:
+  friend void gemm_packed_b(int64_t, int64_t, int64_t, float, const float*, int64_t, const PackedB&,
+                            float, float*, int64_t);
+  int kernel_ = 0;  // the GemmKernel it was packed for
+  int64_t K_ = 0, N_ = 0, kc_blk_ = 0, block_floats_ = 0;
+  std::shared_ptr<float> data_;
+};
+
+// C[M,N] = alpha * A[M,K] * B + beta * C, A row-major with leading dimension lda: the same bits as
+// mg::gemm(false, trans_b, ...) on the B that was packed. One thread when called from a parallel
+// region (as the LSTM's team does), else split by rows.
+void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                   const PackedB& B, float beta, float* C, int64_t ldc);
 
 // The number format of the operands of mg::gemm, for the whole process (--precision fp32|bf16):
 //  * kFp32 (the default): FP32 operands, FP32 accumulation; every result is as before, bit for bit.

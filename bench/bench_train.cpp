@@ -32,6 +32,27 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Floating-point operations of one training token, counting the matrix products only (the
+// elementwise passes are a few per cent): the forward's products, and twice as many backward (the
+// gradient of each product's input and of its weight). With the FP32 FMA peak this gives the share
+// of the FP32 ceiling a run reaches, in bench/run.sh's table.
+//   LSTM layer l (input n_in, hidden h): 2 * 4h * (n_in + h)    (input and recurrent products)
+//   softmax / sigsoftmax head:           2 * E * V              (logits; E = the last layer)
+//   mixture heads (K experts, last H):   2 * H * K * E + 2 * H * K  (latent, prior)
+//                                        + 2 * K * E * V (mos, mosig) or 2 * E * V (moc)
+double train_flop_per_token(const ModelConfig& m) {
+  double fwd = 0;
+  const std::vector<int64_t> sizes = m.layer_sizes();
+  int64_t in = m.emsize;
+  for (int64_t h : sizes) fwd += 2.0 * 4 * h * (in + h), in = h;
+  const double E = m.emsize, V = m.ntoken, K = m.n_experts, H = sizes.back();
+  if (!is_mixture(m.head))
+    fwd += 2 * E * V;
+  else
+    fwd += 2 * H * K * E + 2 * H * K + (m.head == HeadKind::MoC ? 2 * E * V : 2 * K * E * V);
+  return 3 * fwd;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -189,9 +210,10 @@ int run(int argc, char** argv) {
   }
   std::printf(
       "{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"train_tok_"
-      "s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f}\n",
+      "s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f,\"train_flop_per_"
+      "token\":%.0f}\n",
       preset.c_str(), precision.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
-      allocator_stats().peak_live_bytes / 1048576.0);
+      allocator_stats().peak_live_bytes / 1048576.0, train_flop_per_token(cfg.model));
   return 0;
 }
 

@@ -3,6 +3,8 @@
 #   BENCH_PRESETS  comma-separated presets (default: all six)
 #   BENCH_SECONDS  length of one timed run (default 8); BENCH_REPEATS runs per figure (default 3)
 #   BENCH_THREADS  threads for both sides (default 2)
+#   BENCH_BF16     1 (default where the CPU has AVX512_BF16): also --precision bf16 for mosgrad and
+#                  torch.autocast(bfloat16) for PyTorch, in a second table with the FP32 ceiling
 # Each figure is the median of the runs; mosgrad and PyTorch run one after the other per preset, each
 # in a fresh process (peak RSS is per process). The table goes to stdout and to bench/RESULTS.md.
 set -euo pipefail
@@ -18,17 +20,26 @@ have_torch=0
 if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then have_torch=1; fi
 
 echo "bench: presets $PRESETS, ${REPS} x ${SECS}s per figure, $THREADS threads, torch: $([ $have_torch = 1 ] && echo yes || echo 'not installed (apt-get install python3-torch libopenblas0-openmp)')" >&2
+BF16="${BENCH_BF16:-$(grep -q avx512_bf16 /proc/cpuinfo && echo 1 || echo 0)}"
+PRECISIONS="fp32$([ "$BF16" = 1 ] && echo ' bf16')"
 for p in ${PRESETS//,/ }; do
-  echo "bench: $p (mosgrad)" >&2
-  build/release/bench/bench_train --preset "$p" --seconds "$SECS" --repeats "$REPS" --threads "$THREADS" >>"$OUT/mosgrad.jsonl"
-  if [ $have_torch = 1 ]; then
-    echo "bench: $p (PyTorch)" >&2
-    OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/torch_bench.py --presets "$p" --json --seconds "$SECS" \
-      --repeats "$REPS" --threads "$THREADS" --forms plain,gathered >>"$OUT/torch.jsonl" || echo "bench: PyTorch $p failed" >&2
-  fi
+  for precision in $PRECISIONS; do
+    echo "bench: $p (mosgrad, $precision)" >&2
+    build/release/bench/bench_train --preset "$p" --seconds "$SECS" --repeats "$REPS" --threads "$THREADS" \
+      --precision "$precision" >>"$OUT/mosgrad.jsonl" || echo "bench: mosgrad $p $precision failed" >&2
+    if [ $have_torch = 1 ]; then
+      echo "bench: $p (PyTorch, $precision)" >&2
+      OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/torch_bench.py --presets "$p" --json --seconds "$SECS" \
+        --repeats "$REPS" --threads "$THREADS" --forms plain,gathered --precision "$precision" \
+        >>"$OUT/torch.jsonl" || echo "bench: PyTorch $p $precision failed" >&2
+    fi
+  done
 done
 echo "bench: GEMM" >&2
 build/release/bench/bench_gemm --threads "$THREADS" >"$OUT/gemm.txt" 2>/dev/null || true
+if [ "$BF16" = 1 ]; then
+  build/release/bench/bench_gemm --threads "$THREADS" --kernel avx512_bf16 2>/dev/null | grep -v '^peak' >>"$OUT/gemm.txt" || true
+fi
 if [ $have_torch = 1 ]; then
   OPENBLAS_CORETYPE=SkylakeX /usr/bin/python3 bench/torch_gemm.py --threads "$THREADS" >>"$OUT/gemm.txt" 2>/dev/null || true
 fi
@@ -40,8 +51,10 @@ out, threads = sys.argv[1], sys.argv[2]
 def jsonl(name):
     path = os.path.join(out, name)
     return [json.loads(l) for l in open(path) if l.strip().startswith("{")] if os.path.exists(path) else []
-mg = {r["preset"]: r for r in jsonl("mosgrad.jsonl")}
-pt = {r["preset"]: r for r in jsonl("torch.jsonl")}
+mg_all = {(r["preset"], r.get("precision", "fp32")): r for r in jsonl("mosgrad.jsonl")}
+pt_all = {(r["preset"], r.get("precision", "fp32")): r for r in jsonl("torch.jsonl")}
+mg = {p: r for (p, prec), r in mg_all.items() if prec == "fp32"}
+pt = {p: r for (p, prec), r in pt_all.items() if prec == "fp32"}
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
 flags = open("/proc/cpuinfo").read()
 isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
@@ -69,15 +82,48 @@ peak = []
 for line in open(os.path.join(out, "gemm.txt")):
     w = line.split()
     if len(w) == 4 and w[0] == "gemm":
-        gemm.setdefault(w[1], {})[w[2]] = float(w[3])
+        gemm.setdefault(w[1], {})[w[2].replace("mosgrad-avx512_bf16", "bf16")] = float(w[3])
     if len(w) >= 4 and w[0] == "peak":
         peak.append(" ".join(w[1:]))
 if gemm:
-    print("\nGEMM GFLOP/s (median):\n")
-    print("| shape | mosgrad | torch.mm | ratio |\n|---|---|---|---|")
+    print("\nGEMM GFLOP/s (median; mosgrad bf16 = --precision bf16's kernel, operands rounded to bfloat16; -prepacked: B packed once, as the LSTM's W_hh):\n")
+    print("| shape | mosgrad | torch.mm | ratio | mosgrad bf16 | bf16 ÷ mosgrad FP32 |\n|---|---|---|---|---|---|")
+    f1 = lambda x: "%.1f" % x if x else "–"
     for s, v in gemm.items():
-        a, b = v.get("mosgrad"), v.get("torch")
-        print("| %s | %s | %s | %s |" % (s, "%.1f" % a if a else "–", "%.1f" % b if b else "–", "%.2f×" % (a / b) if a and b else "–"))
+        a, b, c = v.get("mosgrad"), v.get("torch"), v.get("bf16")
+        print("| %s | %s | %s | %s | %s | %s |" % (s, f1(a), f1(b), "%.2f×" % (a / b) if a and b else "–",
+                                                 f1(c), "%.2f×" % (c / a) if a and c else "–"))
 if peak:
     print("\nMeasured FP32 FMA peak (GFLOP/s): " + "; ".join(peak))
+# bf16: the same presets in both precisions, as shares of the FP32 ceiling (FP32 FMA peak with
+# the benchmark's threads), from the FLOP count per token in bench/bench_train.cpp.
+ceiling = None
+for line in peak:
+    w = line.split()
+    if w[0] == "%st" % threads:
+        ceiling = float(w[-1]) * 1e9
+if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
+    def train(d, p, prec):
+        r = d.get((p, prec), {})
+        forms = [r[k] for k in ("train_tok_s", "train_plain_tok_s", "train_gathered_tok_s") if r.get(k)]
+        return max(forms) if forms else None
+    print("\nTraining tokens/s in FP32 and bf16 (mosgrad --precision bf16; PyTorch torch.autocast(\"cpu\", bfloat16)), and the share of the FP32 ceiling each reaches (tokens/s × FLOP per token ÷ FP32 FMA peak%s):\n" % (
+        ", %.0f GFLOP/s" % (ceiling / 1e9) if ceiling else ""))
+    print("| preset | MFLOP/token | mosgrad FP32 | mosgrad bf16 | PyTorch FP32 | PyTorch bf16 | bf16 ÷ FP32 | mosgrad bf16 ÷ PyTorch FP32 | mosgrad bf16 ÷ PyTorch bf16 | ceiling share: mosgrad FP32 / bf16, PyTorch FP32 / bf16 |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for p in mg:
+        flop = mg[p].get("train_flop_per_token")
+        a, b = train(mg_all, p, "fp32"), train(mg_all, p, "bf16")
+        c, d = train(pt_all, p, "fp32"), train(pt_all, p, "bf16")
+        err = pt_all.get((p, "bf16"), {})
+        if not d and any(k.endswith("_error") for k in err):
+            d_note = "failed: " + "; ".join(str(v) for k, v in err.items() if k.endswith("_error"))[:60]
+        else:
+            d_note = None
+        f0 = lambda x: "%.0f" % x if x else "–"
+        r = lambda x, y: "%.2f×" % (x / y) if x and y else "–"
+        sh = lambda x: "%.0f%%" % (100 * x * flop / ceiling) if x and flop and ceiling else "–"
+        print("| %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s / %s, %s / %s |" % (
+            p, (flop or 0) / 1e6, f0(a), f0(b), f0(c), d_note or f0(d), r(b, a), r(b, c), r(b, d),
+            sh(a), sh(b), sh(c), sh(d)))
 PY

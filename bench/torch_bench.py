@@ -3,7 +3,7 @@
 against in bench/run.sh).
 
     /usr/bin/python3 bench/torch_bench.py [--presets tiny,small-mos] [--seconds 10] [--repeats 3]
-                                          [--threads 2] [--json]
+                                          [--threads 2] [--json] [--precision fp32|bf16]
 
 For every preset it measures, each in a fresh subprocess (so ru_maxrss is that measurement's own
 peak RSS, and one preset's allocator state cannot help another's):
@@ -44,6 +44,7 @@ if os.environ.get("OPENBLAS_CORETYPE") != CORETYPE:
     os.execv(sys.executable, [sys.executable] + sys.argv)
 
 import argparse  # noqa: E402
+import contextlib  # noqa: E402
 import json  # noqa: E402
 import resource  # noqa: E402
 import statistics  # noqa: E402
@@ -142,7 +143,23 @@ def worker(args):
         state["i"] += 1
         return data[s:s + T], data[s + 1:s + T + 1]  # input [T,B], target [T,B]
 
+    # --precision bf16: PyTorch's own mixed precision on the CPU, torch.autocast with bfloat16
+    # (oneDNN GEMMs in bf16; log_softmax, the losses and the weights stay FP32), around the forward
+    # and the loss as its documentation prescribes; backward runs outside it.
+    def autocast():
+        if args.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def train_step():
+        with autocast():
+            loss, nll, hidden = forward_loss()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 0.25)
+        opt.step()
+        state["hidden"], state["loss"] = hidden, nll.item()
+
+    def forward_loss():
         x, y = batch()
         hidden = tm.repackage_hidden(state["hidden"])  # truncated BPTT
         opt.zero_grad(set_to_none=True)
@@ -160,14 +177,11 @@ def worker(args):
         if beta:
             raw = raw_outputs[-1]  # [T,B,H_last]
             loss = loss + beta * (raw[1:] - raw[:-1]).pow(2).mean()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, 0.25)
-        opt.step()
-        state["hidden"], state["loss"] = hidden, nll.item()
+        return loss.float(), nll.float(), hidden
 
     def eval_step():
         x, y = batch()
-        with torch.no_grad():
+        with torch.no_grad(), autocast():
             logp, hidden, _, _ = model(x, state["hidden"])
             state["hidden"], state["loss"] = hidden, F.nll_loss(logp, y.reshape(-1)).item()
 
@@ -195,7 +209,8 @@ def worker(args):
         runs.append(steps * B * T / elapsed)
         steps_total += steps
 
-    out = dict(preset=args.worker, mode=mode, B=B, T=T, alpha=alpha, beta=beta,
+    out = dict(preset=args.worker, mode=mode, precision=args.precision, B=B, T=T, alpha=alpha,
+               beta=beta,
                tok_s=statistics.median(runs), runs=runs,
                steps=steps_total, seconds_per_run=seconds, loss=state["loss"],
                peak_rss_mib=rss_mib(), rss_mib_torch_import=rss_import, params=nparams,
@@ -230,7 +245,8 @@ def measure(args, preset, mode):
            "--seconds", str(args.seconds), "--eval-seconds", str(args.eval_seconds),
            "--repeats", str(args.repeats), "--slow-repeats", str(args.slow_repeats),
            "--slow-seconds", str(args.slow_seconds), "--threads", str(args.threads),
-           "--vocab", str(args.vocab), "--lr", str(args.lr), "--eval-batch", str(args.eval_batch)]
+           "--vocab", str(args.vocab), "--lr", str(args.lr), "--eval-batch", str(args.eval_batch),
+           "--precision", args.precision]
     if args.no_ar_tar:
         cmd.append("--no-ar-tar")
     r = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -244,7 +260,7 @@ def run_preset(args, name, alt):
     forms = args.forms.split(",") if args.forms else (
         ["plain", "gathered"] if p["head"] in MIXTURE else ["plain"])
     modes = ["train-" + f for f in forms] + (["eval"] if not args.no_eval else [])
-    rec = dict(impl="pytorch", preset=name, V=args.vocab, E=p["E"], layers=p["layers"],
+    rec = dict(impl="pytorch", preset=name, precision=args.precision, V=args.vocab, E=p["E"], layers=p["layers"],
                head=p["head"], K=p["K"], B=p["B"], T=p["T"], tied=True, **p["drop"])
     # The 1-minute load average before and after: on a shared machine, a load above the thread
     # count means the numbers are mostly contention (OpenMP threads that spin at barriers
@@ -304,6 +320,8 @@ def main():
     ap.add_argument("--no-ar-tar", action="store_true",
                     help="train without AWD-LSTM's AR/TAR terms (presets: alpha 2, beta 1)")
     ap.add_argument("--vocab", type=int, default=10000)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: torch.autocast('cpu', dtype=torch.bfloat16) around forward + loss")
     ap.add_argument("--lr", type=float, default=20.0, help="SGD learning rate (MoS PTB: 20)")
     ap.add_argument("--json", action="store_true", help="one JSON object per preset per line")
     ap.add_argument("--worker", help=argparse.SUPPRESS)

@@ -104,8 +104,8 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
                       s.cells.data_ptr(), s.y.data_ptr());
     return record_lstm(s, x_in, state, w);
   }
-  // W_hh^T [H,4H]: the per-step product h_{t-1} W_hh^T then reads it in place, row by row, instead
-  // of transposing (packing) all 4H x H weights again at every step.
+  // W_hh^T [H,4H], row-major: what the per-step product h_{t-1} W_hh^T multiplies (each thread packs
+  // its columns of it once, below; the reference GEMM reads it as it is).
   const Tensor w_hh_t = copy_contiguous(transpose(s.w_hh, 0, 1));
 
   // Gates of all steps from the inputs: [T*B,in] x [in,4H].

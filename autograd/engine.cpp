@@ -5,6 +5,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/anomaly.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
 
@@ -97,10 +98,16 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     if (!node.backward)
       throw std::logic_error("backward: the graph through '" + node.op +
                              "' was already freed by an earlier backward(); run the forward again");
-    const std::vector<Tensor> input_grads = backward_of(node, grad);
+    const bool anomaly = anomaly_enabled();
+    std::vector<Tensor> input_grads;
+    {
+      const AnomalyPause pause;  // check_backward below names this node, not an op inside it
+      input_grads = backward_of(node, grad);
+    }
     if (input_grads.size() != node.inputs.size())
       throw std::logic_error(node.op + " backward returned " + std::to_string(input_grads.size()) +
                              " gradients for " + std::to_string(node.inputs.size()) + " inputs");
+    if (anomaly) check_backward(node, grad, input_grads);  // off: one branch
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& in = node.inputs[i];
       const Tensor& g = input_grads[i];

@@ -2,6 +2,8 @@
 
 #include <atomic>
 
+#include "autograd/anomaly.h"
+
 namespace mg {
 
 namespace {
@@ -61,16 +63,23 @@ NoGradGuard::~NoGradGuard() {
 }
 
 Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
-  if (!g_grad_enabled) return out;
   bool any = false;
-  for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
-  if (!any) return out;
+  if (g_grad_enabled)
+    for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
+  if (!any) {
+    if (anomaly_enabled()) check_forward(op, 0, anomaly_context(), out, inputs);  // off: one branch
+    return out;
+  }
   auto node = std::make_shared<Node>();
   node->op = op;
   node->inputs = std::move(inputs);
   node->backward = std::move(backward);
   node->out_shape = out.shape();
   node->id = g_next_node_id++;
+  if (anomaly_enabled()) {
+    node->context = anomaly_context();
+    check_forward(op, node->id, node->context, out, node->inputs);
+  }
   out.impl().requires_grad = true;
   out.impl().grad_fn = std::move(node);
   return out;

@@ -81,6 +81,7 @@ struct Node {
   BackwardFn backward;         // null once the graph has been freed by a backward pass
   Shape out_shape;             // for graph dumps
   uint64_t id = 0;             // creation order, handy as a gdb breakpoint condition
+  std::string context;         // anomaly mode only: where in the model it was made ("rnns.0")
 
   // Releases the (possibly very deep) chain of upstream nodes iteratively: a 70-step, 3-layer LSTM
   // built from ops is thousands of nodes deep, and recursive shared_ptr destruction would overflow

@@ -1,5 +1,6 @@
 #include "lm/commands.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "lm/corpus.h"
@@ -191,6 +192,55 @@ TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* h
   if (!a.help)
     for (const auto& [name, value] : a.flags) apply_flag(table, "graph", name, value);
   return cfg;
+}
+
+FlagTable gradcheck_flags(GradcheckCommand& c) {
+  FlagTable t = c.cfg.flag_table();
+  const std::string gc = "gradient check";
+  ModelGradcheckOptions& o = c.options;
+  t.insert(t.end(),
+           {int_flag("vocab", gc, "V, the random vocabulary's size (default 50)",
+                     c.cfg.model.ntoken, 2, int64_t{1} << 20),
+            int_flag("entries", gc,
+                     "entries checked per parameter: half the largest gradients, half at random "
+                     "(default 24; 0: all)",
+                     o.entries, 0, int64_t{1} << 40),
+            double_flag("tolerance", gc, "the largest relative error that passes (default 0.01)",
+                        o.tolerance, 0, 1e9),
+            Flag{"params", "NAME,...", "the parameters to check (default all)", gc,
+                 [&o](const std::string& v) {
+                   if (v == "all") return o.params.clear();
+                   o.params.clear();
+                   size_t start = 0;
+                   while (start <= v.size()) {
+                     const size_t end = std::min(v.find(',', start), v.size());
+                     if (end == start)
+                       throw std::invalid_argument("--params expects all or NAME,NAME,..., got '" +
+                                                   v + "'");
+                     o.params.push_back(v.substr(start, end - start));
+                     start = end + 1;
+                   }
+                 },
+                 nullptr}});
+  return t;
+}
+
+GradcheckCommand parse_gradcheck_command(int argc, char** argv, bool* help) {
+  GradcheckCommand probe;
+  const ParsedArgs a =
+      parse_command_line("gradcheck", argc, argv, 2, switches_of(gradcheck_flags(probe)));
+  *help = a.help;
+  GradcheckCommand c;
+  c.cfg = preset_config(a.get("preset", "tiny"));
+  // Small enough for a few thousand forwards in seconds; a preset given keeps its sizes.
+  ModelConfig& m = c.cfg.model;
+  m.ntoken = 50, c.cfg.batch_size = 2, c.cfg.bptt = 5;
+  if (a.get("preset", "").empty()) m.emsize = m.nhid = m.nhidlast = 16, m.n_experts = 3;
+  const FlagTable table = gradcheck_flags(c);
+  if (!a.help)
+    for (const auto& [name, value] : a.flags) apply_flag(table, "gradcheck", name, value);
+  c.options.seed = c.cfg.seed;
+  return c;
 }
 
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc,

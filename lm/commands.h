@@ -10,6 +10,7 @@
 #include "lm/dyneval.h"
 #include "lm/flags.h"
 #include "lm/generate.h"
+#include "lm/model_gradcheck.h"
 #include "lm/rank.h"
 #include "lm/train_config.h"
 
@@ -50,6 +51,15 @@ TrainConfig parse_train_command(const std::string& command, int argc, char** arg
 TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help);
 // The graph command's table: cfg's flags and --out bound to *out.
 FlagTable graph_flags(TrainConfig& cfg, std::string& out);
+// gradcheck: the train flags (preset default tiny; without --preset E = H = 16, K = 3), the batch
+// (default B=2, T=5, V=50) and the check's own flags (--vocab, --entries, --tolerance, --params).
+struct GradcheckCommand {
+  TrainConfig cfg;
+  ModelGradcheckOptions options;
+};
+GradcheckCommand parse_gradcheck_command(int argc, char** argv, bool* help);
+// The gradcheck command's table: cfg's flags and the check's, bound to c.
+FlagTable gradcheck_flags(GradcheckCommand& c);
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
 
 }  // namespace mg

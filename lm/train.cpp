@@ -9,9 +9,11 @@
 #include <cmath>
 #include <csignal>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <tuple>
 
+#include "autograd/anomaly.h"
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "io/checkpoint.h"
@@ -217,6 +219,9 @@ void clear_training_stop() {
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks,
                      bool finetune) {
   if (cfg.threads > 0) set_num_threads(cfg.threads);
+  // --detect-anomaly: every op of this run (training, validation, test) is checked for NaN/Inf.
+  std::optional<AnomalyGuard> anomaly;
+  if (cfg.detect_anomaly) anomaly.emplace();
   const RunFiles files(cfg, finetune);
   const auto say = [&](const std::string& line) {
     if (hooks.display) hooks.display->message(line);

@@ -141,6 +141,10 @@ FlagTable TrainConfig::flag_table() {
                max_eval_tokens, 0, kMaxCount),
       bool_flag("test_at_end", run, "evaluate the best model on test (batch size 1) at the end",
                 test_at_end),
+      bool_flag("detect_anomaly", run,
+                "stop at the first op whose forward or backward makes a NaN or Inf, naming it "
+                "(several times slower)",
+                detect_anomaly),
       int_flag("emsize", model_s, "embedding size E", model.emsize, 1, kMaxSize),
       int_flag("nhid", model_s, "hidden size of the LSTM layers but the last", model.nhid, 1,
                kMaxSize),

@@ -33,6 +33,7 @@ struct TrainConfig {
   int64_t max_eval_tokens = 0;   // > 0: validate on the first N tokens only
   bool resume = false;           // continue from <save>/checkpoint.ckpt
   bool test_at_end = true;       // evaluate the best model on test (batch size 1) at the end
+  bool detect_anomaly = false;   // --detect-anomaly: name the first op making a NaN/Inf (slow)
   bool variable_bptt = true;     // AWD-LSTM's random segment lengths (false: always bptt)
   std::string gemm = "fast";     // --gemm fast|reference (model.fused_lstm and model.fused_head are
                                  // the other two paths)

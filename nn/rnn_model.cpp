@@ -1,7 +1,9 @@
 #include "nn/rnn_model.h"
 
+#include <optional>
 #include <sstream>
 
+#include "autograd/anomaly.h"
 #include "autograd/ops.h"
 #include "nn/dropout.h"
 
@@ -149,11 +151,15 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
                      " layers, the model " + std::to_string(rnns.size()) + " (use init_hidden(B))");
   const bool training = is_training();
   ModelOutput out;
+  // The scopes name where each op was made, for anomaly mode's messages (free when it is off).
+  std::optional<AnomalyScope> scope(std::in_place, "encoder");
   const Tensor table =
       embedding_dropout(encoder->weight, config.dropoute, dropout_gen, training);  // [V,E]
   Tensor x = locked_dropout(embedding_lookup(table, ids, T, B), config.dropouti, dropout_gen,
                             training);  // [T,B,E]
   for (size_t l = 0; l < rnns.size(); ++l) {
+    scope.reset();
+    scope.emplace(anomaly_enabled() ? "rnns." + std::to_string(l) : std::string());
     const Tensor w_hh = weight_drop(rnns[l]->weight_hh, config.wdrop, dropout_gen,
                                     training);  // one mask per forward
     auto [y, state] = rnns[l]->forward(x, hidden[l], config.fused_lstm, w_hh);  // y [T,B,H_l]
@@ -163,6 +169,8 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
     x = locked_dropout(y, last ? config.dropout : config.dropouth, dropout_gen, training);
     out.dropped_outputs.push_back(x);
   }
+  scope.reset();
+  scope.emplace("head");
   const Tensor h = reshape(x, {T * B, x.size(2)});  // [N,H_last]
   if (targets && config.fused_head)
     out.loss = head->nll(h, B, *targets, dropout_gen);

@@ -1,5 +1,5 @@
 // The `mosgrad` command: train, finetune, eval, dyneval, generate, export, import, plot, rank,
-// bottleneck-demo.
+// graph, gradcheck, bottleneck-demo.
 //   mosgrad train --preset small-mos --data ../shared/data/ptb
 //   mosgrad <command> --help
 #include <unistd.h>
@@ -48,6 +48,7 @@ commands:
   plot       draw RUN_DIR/metrics.jsonl as RUN_DIR/curves.svg
   rank       the softmax bottleneck on a saved model: numerical rank of its log-probability matrix
   graph      the autograd graph of one forward pass of a model built from the train flags, as DOT
+  gradcheck  autograd's gradients of a small model against central differences, per parameter
   bottleneck-demo  Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)
   presets    list the presets and their settings
 
@@ -255,6 +256,23 @@ int cmd_graph(int argc, char** argv) {
   return 0;
 }
 
+// Exits 1 when a parameter's gradient is off by more than --tolerance: scripts and CI can use it.
+int cmd_gradcheck(int argc, char** argv) {
+  bool help = false;
+  GradcheckCommand c = parse_gradcheck_command(argc, argv, &help);
+  if (help) {
+    std::printf(
+        "mosgrad gradcheck [--preset NAME] [model flags] [--batch_size B --bptt T] [--vocab V]\n"
+        "                  [--entries N] [--tolerance X] [--params all|NAME,...]\n\n%s",
+        flags_help(gradcheck_flags(c)).c_str());
+    return 0;
+  }
+  if (c.cfg.threads > 0) set_num_threads(c.cfg.threads);
+  const ModelGradcheckReport r = gradcheck_model(c.cfg, c.options);
+  std::fputs(gradcheck_table(r, c.options.tolerance).c_str(), stdout);
+  return r.ok ? 0 : 1;
+}
+
 int cmd_model(const std::string& command, int argc, char** argv) {
   ModelCommandOptions o;
   const FlagTable table = model_command_flags(command, o);
@@ -325,6 +343,7 @@ int run(int argc, char** argv) {
     return cmd_model(command, argc, argv);
   if (command == "plot") return cmd_plot(argc, argv);
   if (command == "graph") return cmd_graph(argc, argv);
+  if (command == "gradcheck") return cmd_gradcheck(argc, argv);
   if (command == "presets") {
     for (const std::string& name : preset_names()) {
       const TrainConfig c = preset_config(name);

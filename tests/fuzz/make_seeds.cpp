@@ -82,5 +82,8 @@ int main() {
   write("flags", "generate",
         line({std::string(1, 4) + "--words", "50", "--temperature", "0.8", "--seed", "3"}));
   write("flags", "import", line({std::string(1, 6) + "--in", "a.safetensors", "--out", "b.ckpt"}));
+  write("flags", "gradcheck",
+        line({std::string(1, 9) + "--head", "mos", "--entries", "8", "--params",
+              "rnns.0.weight_hh,decoder.bias", "--tolerance", "1e-2"}));
   return 0;
 }

@@ -82,6 +82,7 @@ void flags(const uint8_t* data, size_t size) {
   static const std::vector<std::string> commands = [] {
     std::vector<std::string> all = {"train", "finetune"};
     for (const std::string& c : mg::model_command_names()) all.push_back(c);
+    all.push_back("gradcheck");  // last, so the committed inputs keep their commands
     return all;
   }();
   if (size == 0) return;
@@ -108,6 +109,11 @@ void flags(const uint8_t* data, size_t size) {
       if (m.parameter_count() <= 0) broken("parameter count of " + m.summary());
       if (cfg.batch_size < 1 || cfg.bptt < 1 || cfg.log_interval < 1)
         broken("a size below 1 was accepted");
+    } else if (command == "gradcheck") {
+      const mg::GradcheckCommand c = mg::parse_gradcheck_command(argc, argv.data(), &help);
+      if (c.cfg.batch_size < 1 || c.cfg.bptt < 1 || c.cfg.model.ntoken < 2 ||
+          c.options.tolerance < 0 || c.options.entries < 0)
+        broken("gradcheck accepted a size below its minimum");
     } else {
       mg::ModelCommandOptions o;
       const mg::FlagTable table = mg::model_command_flags(command, o);

@@ -28,8 +28,8 @@ void safetensors(const uint8_t* data, size_t size);
 // validation text (unknown words become <unk>); every id must index the vocabulary.
 void corpus(const uint8_t* data, size_t size);
 // A command line: words separated by NUL bytes; the first byte picks the subcommand (train,
-// finetune, then model_command_names(): eval, dyneval, generate, export, import, rank, ...), the
-// rest are its flags.
+// finetune, then model_command_names(): eval, dyneval, generate, export, import, rank, ..., then
+// gradcheck), the rest are its flags.
 void flags(const uint8_t* data, size_t size);
 
 // Runs f; std::runtime_error and std::invalid_argument (the clear errors) are swallowed, anything

@@ -185,9 +185,12 @@ def _input_summary(tensor):
     )
     node = _pointer(impl["grad_fn"])
     if int(node) == 0:
-        return text + "none"
-    node = node.dereference()
-    return text + "%s#%d" % (_string(node["op"]), int(node["id"]))
+        text += "none"
+    else:
+        node = node.dereference()
+        text += "%s#%d" % (_string(node["op"]), int(node["id"]))
+    name = _string(impl["name"])  # parameters are named: which weight this op read
+    return text + (" name=" + name if name else "")
 
 
 class NodePrinter:

@@ -105,7 +105,8 @@ bench:
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 RELEASE := build/release$(if $(filter 1,$(CUDA)),-cuda)
-# The debug programs too: tests/test_gdb_walkthrough.cpp runs the README's gdb sessions on them
+# The debug programs too: tests/test_gdb_walkthrough.cpp runs the docs' gdb sessions on them, and
+# tests/test_gdb_printers.cpp checks the pretty-printers (tools/gdb/) on build/debug/run_tests
 # (CPU-only, whatever CUDA says: the walkthrough steps through CPU code).
 test: check-layers
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests

@@ -4,12 +4,12 @@
 // program print for it, in that order. So a renamed function, a moved breakpoint or a changed
 // printout fails here instead of in a student's first session.
 //
-// A session is a fenced block with a `$ gdb ... --args PROGRAM ARGS` line; `(gdb) CMD` lines
-// follow, each with the lines it prints. In those lines `…` stands for any text (addresses, line
-// numbers, numbers that depend on the data), and runs of spaces and tabs count as one space. The
-// program runs as written but for two things: --save gets a fresh temporary directory (train
-// refuses one that holds a run), and MOSGRAD_DATA names a generated corpus with PTB's vocabulary
-// size, so shapes print as on PTB.
+// A session is a fenced block with a `$ gdb OPTIONS --args PROGRAM ARGS` line (OPTIONS as written,
+// e.g. `-x tools/gdb/gdbinit` for the pretty-printers); `(gdb) CMD` lines follow, each with the
+// lines it prints. In those lines `…` stands for any text (addresses, line numbers, numbers that
+// depend on the data), and runs of spaces and tabs count as one space. The program runs as written
+// but for two things: --save gets a fresh temporary directory (train refuses one that holds a run),
+// and MOSGRAD_DATA names a generated corpus with PTB's vocabulary size, so shapes print as on PTB.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -36,6 +36,7 @@ struct Command {
 
 struct Session {
   std::string where;    // "README.md:123", for messages
+  std::string options;  // between `gdb` and `--args`: " -q -x tools/gdb/gdbinit"
   std::string program;  // "build/debug/run_tests"
   std::string args;     // the rest of the line, as a shell would read it
   std::vector<Command> commands;
@@ -102,6 +103,7 @@ std::vector<Session> sessions_in(const std::string& file, int* gdb_lines) {
       std::istringstream rest(line.substr(args_at + 8));
       Session s;
       s.where = file + ":" + std::to_string(number);
+      s.options = line.substr(5, args_at - 5);
       rest >> s.program;
       std::getline(rest, s.args);
       sessions.push_back(s);
@@ -141,9 +143,9 @@ std::vector<std::vector<std::string>> run_session(const Session& s, const std::s
   const std::string args =
       std::regex_replace(s.args, std::regex("--save +[^ ]+"), "--save " + dir + "/run");
   const std::string shell = "cd '" + kSourceDir + "' && MOSGRAD_DATA='" + data +
-                            "' DEBUGINFOD_URLS= timeout 300 " + "gdb -nx -q -batch -x '" + dir +
-                            "/commands.gdb' --args " + s.program + args + " > '" + dir +
-                            "/out.txt' 2>&1 < /dev/null";
+                            "' DEBUGINFOD_URLS= timeout 300 " + "gdb -nx -q -batch" + s.options +
+                            " -x '" + dir + "/commands.gdb' --args " + s.program + args + " > '" +
+                            dir + "/out.txt' 2>&1 < /dev/null";
   (void)std::system(shell.c_str());  // gdb's status says little; what it printed says what happened
   *all = read_text(dir + "/out.txt");
   std::vector<std::vector<std::string>> outputs(s.commands.size());

@@ -1,0 +1,82 @@
+// docs/tutorial.md cannot rot quietly: every `mosgrad` command on it parses with today's flags,
+// and every file it names exists. (tools/tutorial_check.sh runs the commands themselves; that takes
+// minutes, so it is a script, not part of make test.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "lm/commands.h"
+
+using namespace mg;
+
+namespace {
+
+const std::string kSourceDir = MOSGRAD_SOURCE_DIR;
+
+std::string tutorial() {
+  std::ifstream in(kSourceDir + "/docs/tutorial.md");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Parses `words` (argv[1] is the command) the way tools/mosgrad.cpp does, without running it.
+void parse(std::vector<std::string> words) {
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  const int argc = static_cast<int>(argv.size());
+  const std::string command = words[1];
+  bool help = false;
+  if (command == "train" || command == "finetune") {
+    parse_train_command(command, argc, argv.data(), &help);
+  } else if (command == "gradcheck") {
+    parse_gradcheck_command(argc, argv.data(), &help);
+  } else if (command == "graph") {
+    std::string out;
+    parse_graph_command(argc, argv.data(), &out, &help);
+  } else {
+    ModelCommandOptions o;
+    parse_model_command(command, model_command_flags(command, o), argc, argv.data());
+  }
+}
+
+}  // namespace
+
+TEST(Tutorial, EveryMosgradCommandParses) {
+  const std::string text = tutorial();
+  ASSERT_FALSE(text.empty()) << "docs/tutorial.md is missing";
+  std::istringstream lines(text);
+  std::string line;
+  int commands = 0;
+  while (std::getline(lines, line)) {
+    const std::string prefix = "$ ";
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::istringstream words(line.substr(prefix.size()));
+    std::vector<std::string> w;
+    for (std::string x; words >> x && x != "|";) w.push_back(x);  // the mosgrad part of a pipe
+    if (!w.empty() && w[0] == "!") w.erase(w.begin());  // "expected to fail" still parses
+    if (w.size() < 2 || w[0] != "build/release/mosgrad") continue;
+    w[0] = "mosgrad";
+    ++commands;
+    EXPECT_NO_THROW(parse(w)) << line;
+  }
+  EXPECT_GE(commands, 8) << "the tutorial's mosgrad commands were not found";
+}
+
+TEST(Tutorial, EveryFileItNamesExists) {
+  const std::string text = tutorial();
+  const std::regex path(R"(`((?:autograd|nn|lm|tensor|tools|tests|docs|io|cuda)/[A-Za-z0-9_./-]+))");
+  int files = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator();
+       ++it) {
+    const std::string p = (*it)[1];
+    ++files;
+    EXPECT_TRUE(std::filesystem::exists(kSourceDir + "/" + p)) << "docs/tutorial.md names " << p;
+  }
+  EXPECT_GE(files, 10);
+}

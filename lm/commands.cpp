@@ -111,7 +111,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                      o.split, {"valid", "test", "train"}),
          device, threads,
          int_flag("contexts", an,
-                  "N: the first N targets of the split (default 2000; 0: all of them)",
+                  "N: the first N targets of the split (default 0: all of them; PTB valid 73,750)",
                   o.rank.contexts, 0, kMaxCount),
          int_flag("batch_size", an, "columns the split is cut into (default 10, as for valid)",
                   o.rank.batch_size, 1, kMaxSize),

@@ -5,6 +5,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "tensor/gemm_f64.h"
+
 namespace mg {
 
 namespace {
@@ -30,6 +32,7 @@ DoubleHead::DoubleHead(const OutputHead& head) : kind(head.kind()) {
   b = to_double(head.decoder_bias);
   V = head.decoder_weight.size(0);
   E = head.decoder_weight.size(1);
+  W_panels = pack_rows_f64(W.data(), E, V, E);  // packed once: every block multiplies it
   H = E;
   if (const auto* m = dynamic_cast<const MixtureHead*>(&head)) {
     K = m->experts;
@@ -40,58 +43,82 @@ DoubleHead::DoubleHead(const OutputHead& head) : kind(head.kind()) {
   }
 }
 
-void DoubleHead::decode(const double* ctx, double* out) const {
+// z [V] (the logits W ctx, without b) -> log (sig)softmax(z + b).
+void DoubleHead::normalise_logits(double* z) const {
   for (int64_t v = 0; v < V; ++v) {
-    const double* w = &W[v * E];
-    double z = b[v];
-#pragma omp simd reduction(+ : z)
-    for (int64_t e = 0; e < E; ++e) z += w[e] * ctx[e];
+    const double zv = z[v] + b[v];
     // sigsoftmax: z + log σ(z), with log σ(z) = min(z,0) − log1p(exp(−|z|)) (no overflow)
-    out[v] = (kind == HeadKind::Sigsoftmax || kind == HeadKind::MoSig)
-                 ? z + std::min(z, 0.0) - std::log1p(std::exp(-std::fabs(z)))
-                 : z;
+    z[v] = (kind == HeadKind::Sigsoftmax || kind == HeadKind::MoSig)
+               ? zv + std::min(zv, 0.0) - std::log1p(std::exp(-std::fabs(zv)))
+               : zv;
   }
-  normalise_log(out, V);
+  normalise_log(z, V);
 }
 
-void DoubleHead::row(const float* hf, double* out, double* components) const {
-  std::vector<double> h(hf, hf + H);
-  if (!is_mixture(kind)) return decode(h.data(), out);
-  std::vector<double> log_pi(K), ctx(K * E);
-  for (int64_t k = 0; k < K; ++k) {
-    double s = 0;
-    for (int64_t i = 0; i < H; ++i) s += prior[k * H + i] * h[i];
-    log_pi[k] = s;
+void DoubleHead::block(const float* hf, int64_t rows, double* out, double* components) const {
+  // The vectors the decoder multiplies: h itself (softmax heads), the K contexts h_k (mos, mosig:
+  // rows*K of them, row n*K + k), or their π-weighted mean (moc).
+  const bool mixture = is_mixture(kind);
+  const int64_t per_row = mixture && kind != HeadKind::MoC ? K : 1;
+  std::vector<double> vecs(static_cast<size_t>(rows * per_row * E)), log_pi(rows * K);
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < rows; ++n) {
+    const float* h = hf + n * H;
+    double* dst = &vecs[n * per_row * E];
+    if (!mixture) {
+      for (int64_t e = 0; e < E; ++e) dst[e] = h[e];
+      continue;
+    }
+    double* lp = &log_pi[n * K];
+    for (int64_t k = 0; k < K; ++k) {
+      double s = 0;
+      for (int64_t i = 0; i < H; ++i) s += prior[k * H + i] * h[i];
+      lp[k] = s;
+    }
+    normalise_log(lp, K);
+    std::vector<double> ctx(K * E);
+    for (int64_t j = 0; j < K * E; ++j) {
+      double s = latent_bias[j];
+      const double* w = &latent[j * H];
+      for (int64_t i = 0; i < H; ++i) s += w[i] * h[i];
+      ctx[j] = std::tanh(s);
+    }
+    if (kind == HeadKind::MoC) {  // one softmax of the π-weighted mean context
+      for (int64_t e = 0; e < E; ++e) dst[e] = 0;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t e = 0; e < E; ++e) dst[e] += std::exp(lp[k]) * ctx[k * E + e];
+    } else {
+      std::copy(ctx.begin(), ctx.end(), dst);
+    }
   }
-  normalise_log(log_pi.data(), K);
-  for (int64_t j = 0; j < K * E; ++j) {
-    double s = latent_bias[j];
-    const double* w = &latent[j * H];
-#pragma omp simd reduction(+ : s)
-    for (int64_t i = 0; i < H; ++i) s += w[i] * h[i];
-    ctx[j] = std::tanh(s);
-  }
-  if (kind == HeadKind::MoC) {  // one softmax of the π-weighted mean context
-    std::vector<double> mixed(E, 0.0);
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t e = 0; e < E; ++e) mixed[e] += std::exp(log_pi[k]) * ctx[k * E + e];
-    return decode(mixed.data(), out);
-  }
+  // All their logits in one double product (tensor/gemm_f64.h), then each row normalised.
+  const int64_t lanes = rows * per_row;
   std::vector<double> own;
-  if (!components) own.resize(K * V), components = own.data();
-  for (int64_t k = 0; k < K; ++k) decode(&ctx[k * E], components + k * V);
-  for (int64_t v = 0; v < V; ++v) {  // logsumexp_k(log π_k + log p_k[v])
-    double mx = -std::numeric_limits<double>::infinity(), s = 0;
-    for (int64_t k = 0; k < K; ++k) mx = std::max(mx, log_pi[k] + components[k * V + v]);
-    for (int64_t k = 0; k < K; ++k) s += std::exp(log_pi[k] + components[k * V + v] - mx);
-    out[v] = mx + std::log(s);
-  }
+  double* z = per_row == 1 ? out : components;
+  if (!z) own.resize(static_cast<size_t>(lanes * V)), z = own.data();
+  gemm_f64_panels(pack_rows_f64(vecs.data(), E, lanes, E), W_panels, z, V);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < lanes; ++r) normalise_logits(z + r * V);
+  if (per_row == 1) return;
+#pragma omp parallel for schedule(static)
+  for (int64_t n = 0; n < rows; ++n)
+    for (int64_t v = 0; v < V; ++v) {  // logsumexp_k(log π_k + log p_k[v])
+      const double* lp = &log_pi[n * K];
+      const double* c = z + n * K * V + v;
+      double mx = -std::numeric_limits<double>::infinity(), s = 0;
+      for (int64_t k = 0; k < K; ++k) mx = std::max(mx, lp[k] + c[k * V]);
+      for (int64_t k = 0; k < K; ++k) s += std::exp(lp[k] + c[k * V] - mx);
+      out[n * V + v] = mx + std::log(s);
+    }
 }
 
 std::vector<double> DoubleHead::log_probs(const float* h, int64_t N) const {
   std::vector<double> a(static_cast<size_t>(N * V));
-#pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) row(h + n * H, &a[n * V], nullptr);
+  // Blocks of contexts: their K·rows logits [K·rows, V] are the working set (64 x 15 x 10,000
+  // doubles, 77 MB, for mos-paper).
+  constexpr int64_t kRows = 64;
+  for (int64_t n = 0; n < N; n += kRows)
+    block(h + n * H, std::min(kRows, N - n), &a[n * V], nullptr);
   return a;
 }
 
@@ -99,18 +126,23 @@ double DoubleHead::mean_component_kl(const float* h, int64_t N) const {
   if ((kind != HeadKind::MoS && kind != HeadKind::MoSig) || K < 2 || N < 1)
     return std::numeric_limits<double>::quiet_NaN();
   std::vector<double> per_row(N);
+  constexpr int64_t kRows = 64;
+  std::vector<double> out(kRows * V), c(kRows * K * V);
+  for (int64_t n0 = 0; n0 < N; n0 += kRows) {
+    const int64_t rows = std::min(kRows, N - n0);
+    block(h + n0 * H, rows, out.data(), c.data());
 #pragma omp parallel for schedule(static)
-  for (int64_t n = 0; n < N; ++n) {
-    std::vector<double> out(V), c(K * V);
-    row(h + n * H, out.data(), c.data());
-    double kl = 0;  // Σ over ordered pairs k ≠ l of Σ_v p_k (log p_k − log p_l)
-    for (int64_t k = 0; k < K; ++k)
-      for (int64_t l = 0; l < K; ++l) {
-        if (k == l) continue;
-        for (int64_t v = 0; v < V; ++v)
-          kl += std::exp(c[k * V + v]) * (c[k * V + v] - c[l * V + v]);
-      }
-    per_row[n] = kl / static_cast<double>(K * (K - 1));
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* cr = &c[r * K * V];
+      double kl = 0;  // Σ over ordered pairs k ≠ l of Σ_v p_k (log p_k − log p_l)
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t l = 0; l < K; ++l) {
+          if (k == l) continue;
+          for (int64_t v = 0; v < V; ++v)
+            kl += std::exp(cr[k * V + v]) * (cr[k * V + v] - cr[l * V + v]);
+        }
+      per_row[n0 + r] = kl / static_cast<double>(K * (K - 1));
+    }
   }
   double total = 0;  // summed in row order: the same for any thread count
   for (double x : per_row) total += x;

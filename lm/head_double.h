@@ -2,7 +2,8 @@
 // for measuring the rank of the log-probability matrix (lm/spectrum.h): in float, rounding noise of
 // ~1e-7 relative would fill the null space of a softmax head and every model would look full rank.
 //
-// The same equations as nn/heads.cpp in eval mode (no dropout), one context h [H] at a time:
+// The same equations as nn/heads.cpp in eval mode (no dropout), for blocks of contexts, the logits
+// of a block as one double matrix product (tensor/gemm_f64.h):
 //   softmax     log p = log_softmax(W h + b)
 //   sigsoftmax  log p = s − logsumexp(s), s = z + log σ(z), z = W h + b     (Kanai et al. 2018, eq.
 //   9) mos/mosig   log p = logsumexp_k(log π_k + log p_k), π = softmax(W_π h),
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "nn/heads.h"
+#include "tensor/gemm_f64.h"
 
 namespace mg {
 
@@ -22,8 +24,8 @@ class DoubleHead {
  public:
   explicit DoubleHead(const OutputHead& head);  // copies the parameters to double (CPU)
 
-  // h [N,H] row-major floats -> A [N,V] row-major log-probabilities. Rows are split over threads,
-  // each computed by one thread, so the result does not depend on the thread count.
+  // h [N,H] row-major floats -> A [N,V] row-major log-probabilities. Each value is computed by
+  // one thread in a fixed order, so the result does not depend on the thread count.
   std::vector<double> log_probs(const float* h, int64_t N) const;
   // The MoS components' mean pairwise KL(p_k || p_l) over k ≠ l, averaged over the N contexts: near
   // zero when the K softmaxes say the same thing, large when they specialise. NaN unless the head
@@ -36,9 +38,11 @@ class DoubleHead {
   std::vector<double> prior, latent, latent_bias;  // mixtures: [K,H], [K*E,H], [K*E]
 
  private:
-  // One context: out [V] = log p; components [K,V] receives the K components' log p (mos/mosig).
-  void row(const float* h, double* out, double* components) const;
-  void decode(const double* ctx, double* out) const;  // out [V] = log (sig)softmax(W ctx + b)
+  // `rows` contexts h [rows,H]: out [rows,V] = log p; components [rows*K,V] receives the K
+  // components' log p (mos/mosig; may be null).
+  void block(const float* h, int64_t rows, double* out, double* components) const;
+  void normalise_logits(double* z) const;  // z [V] = W ctx -> log (sig)softmax(z + b)
+  PanelsF64 W_panels;                      // W packed for gemm_f64_panels
 };
 
 }  // namespace mg

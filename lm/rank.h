@@ -15,7 +15,7 @@
 namespace mg {
 
 struct RankOptions {
-  int64_t contexts = 2000;  // N; 0: every target of the split (PTB valid at B=10: 73,750)
+  int64_t contexts = 0;     // N; 0: every target of the split (PTB valid at B=10: 73,750)
   int64_t batch_size = 10;  // columns the split is cut into (the papers' validation B)
   int64_t bptt = 70;        // segment length of the forward passes
 };

@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/gemm_f64.h"
+
 namespace mg {
 
 namespace {
@@ -141,48 +143,31 @@ void gram_of_rows(const double* y, int64_t n, int64_t len, std::vector<double>& 
   if (static_cast<int64_t>(g.size()) != n * n)
     throw std::invalid_argument("gram_of_rows: g has " + std::to_string(g.size()) +
                                 " values, expected " + std::to_string(n) + "^2");
-  // Tiles of 4×4 entries on and below the diagonal: 16 dot products share their 8 row loads. The
-  // tiles are split over threads; each entry is one thread's fixed-order sum (the simd lanes are
-  // fixed by the compiled code), so the result does not depend on the thread count.
-  const int64_t tiles = (n + 3) / 4;
-#pragma omp parallel for schedule(dynamic, 1) if (n * n * len > (int64_t{1} << 22))
-  for (int64_t ti = tiles - 1; ti >= 0; --ti) {  // the longest rows of tiles first
-    for (int64_t tj = 0; tj <= ti; ++tj) {
-      auto row = [&](int64_t t, int64_t q) {
-        return y + std::min(t * 4 + q, n - 1) * len;
-      };  // ragged: repeat
-      const double *a0 = row(ti, 0), *a1 = row(ti, 1), *a2 = row(ti, 2), *a3 = row(ti, 3);
-      const double *b0 = row(tj, 0), *b1 = row(tj, 1), *b2 = row(tj, 2), *b3 = row(tj, 3);
-      double s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-      double s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
-#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
-      for (int64_t k = 0; k < len; ++k) {
-        const double x0 = a0[k], x1 = a1[k], x2 = a2[k], x3 = a3[k];
-        const double z0 = b0[k], z1 = b1[k], z2 = b2[k], z3 = b3[k];
-        s00 += x0 * z0, s01 += x0 * z1, s02 += x0 * z2, s03 += x0 * z3;
-        s10 += x1 * z0, s11 += x1 * z1, s12 += x1 * z2, s13 += x1 * z3;
-        s20 += x2 * z0, s21 += x2 * z1, s22 += x2 * z2, s23 += x2 * z3;
-        s30 += x3 * z0, s31 += x3 * z1, s32 += x3 * z2, s33 += x3 * z3;
-      }
-      const double s[4][4] = {
-          {s00, s01, s02, s03}, {s10, s11, s12, s13}, {s20, s21, s22, s23}, {s30, s31, s32, s33}};
-      for (int64_t q = 0; q < 4; ++q)
-        for (int64_t w = 0; w < 4; ++w) {
-          const int64_t i = ti * 4 + q, j = tj * 4 + w;
-          if (i >= n || j >= n || j > i) continue;
-          g[i * n + j] += s[q][w];
-          if (j != i) g[j * n + i] += s[q][w];
-        }
-    }
-  }
+  // The lanes are y's rows; the k of each dot product runs along them (tensor/gemm_f64.h).
+  syrk_f64_lower(pack_rows_f64(y, len, n, len), g.data(), n);
+  mirror_lower(g, n);
+}
+
+void gram_accumulate_lower(const double* x, int64_t rows, int64_t cols, std::vector<double>& g) {
+  if (static_cast<int64_t>(g.size()) != cols * cols)
+    throw std::invalid_argument("gram_accumulate: g has " + std::to_string(g.size()) +
+                                " values, expected " + std::to_string(cols) + "^2");
+  // The lanes are x's columns, each entry xᵢᵀxⱼ a sum over the block's rows in order.
+  syrk_f64_lower(pack_columns_f64(x, cols, rows, cols), g.data(), cols);
+}
+
+void mirror_lower(std::vector<double>& g, int64_t n) {
+  // In 64 x 64 blocks, so the transposed reads stay in cache.
+  constexpr int64_t kB = 64;
+  for (int64_t i0 = 0; i0 < n; i0 += kB)
+    for (int64_t j0 = 0; j0 <= i0; j0 += kB)
+      for (int64_t i = i0; i < std::min(n, i0 + kB); ++i)
+        for (int64_t j = j0; j < std::min(i, j0 + kB); ++j) g[j * n + i] = g[i * n + j];
 }
 
 void gram_accumulate(const double* x, int64_t rows, int64_t cols, std::vector<double>& g) {
-  // xᵀ x is the Gram of xᵀ's rows: transpose once so every entry is a dot of two contiguous rows.
-  std::vector<double> xt(static_cast<size_t>(rows * cols));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) xt[c * rows + r] = x[r * cols + c];
-  gram_of_rows(xt.data(), cols, rows, g);
+  gram_accumulate_lower(x, rows, cols, g);
+  mirror_lower(g, cols);
 }
 
 Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, int64_t V) {

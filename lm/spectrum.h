@@ -26,11 +26,15 @@ namespace mg {
 std::vector<double> symmetric_eigenvalues(std::vector<double> a, int64_t n);
 
 // g [n,n] += y yᵀ for y [n,len] row-major (both triangles written). Each entry is summed by one
-// thread in a fixed order, so the result is identical for any thread count.
+// thread in a fixed order (tensor/gemm_f64.h), so the result is identical for any thread count.
 void gram_of_rows(const double* y, int64_t n, int64_t len, std::vector<double>& g);
 // g [cols,cols] += xᵀ x for x [rows,cols] row-major: the V-side Gram, a block of contexts at a
 // time.
 void gram_accumulate(const double* x, int64_t rows, int64_t cols, std::vector<double>& g);
+// The same on the lower triangle only (j <= i; entries above it are unspecified until
+// mirror_lower copies the lower triangle up): for summing many blocks, mirrored once at the end.
+void gram_accumulate_lower(const double* x, int64_t rows, int64_t cols, std::vector<double>& g);
+void mirror_lower(std::vector<double>& g, int64_t n);
 
 struct Spectrum {
   std::vector<double> sigma;  // singular values, descending (min(N,V) of them)

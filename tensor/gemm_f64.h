@@ -1,0 +1,41 @@
+// Double-precision matrix products for the instruments that measure the softmax bottleneck
+// (`mosgrad rank`, lm/rank.cpp and lm/spectrum.cpp): the head's logits recomputed in double, and
+// the Gram matrix AᵀA of the log-probability matrix over all of PTB valid (73,760 x 10,000: 3.7e12
+// multiply-adds, an hour as dot products, a minute here).
+//
+// Both are the same loop: an 8 x 24 tile of C held in 24 AVX-512 registers (8 doubles each) while
+// k runs, reading two packed operands, each stored as panels of 8: panel g holds the 8 columns
+// (or rows) 8g..8g+7 of its matrix, k-major, element (k, c) at [k*8 + c], zero-padded past the edge
+// (Goto & van de Geijn's packing with the whole of k in one block: k is at most a few thousand
+// here). A portable loop replaces the kernel where AVX-512 is missing. Every C element is one
+// thread's sum over k in increasing order: the bits do not depend on the thread count.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mg {
+
+// Panels of 8 "lanes" (columns of C to be) over k: data[(g*k_len + k)*8 + c].
+struct PanelsF64 {
+  int64_t lanes = 0, k_len = 0;  // lanes: how many real columns; padded up to 8 per panel
+  std::vector<double> data;
+  int64_t panels() const { return (lanes + 7) / 8; }
+  const double* panel(int64_t g) const { return data.data() + g * k_len * 8; }
+};
+
+// Lane j is row j of a row-major [lanes, k_len] matrix (src[j*ld + k]): the head's W [V,E] for
+// its logits W h, or a block of contexts.
+PanelsF64 pack_rows_f64(const double* src, int64_t ld, int64_t lanes, int64_t k_len);
+// Lane j is column j of a row-major [k_len, lanes] matrix (src[k*ld + j]): the Gram's operand.
+PanelsF64 pack_columns_f64(const double* src, int64_t ld, int64_t k_len, int64_t lanes);
+
+// C[M,N] = A·Bᵀ: C[i,j] = Σ_k a_i[k] b_j[k], for a the lanes of `a` (M = a.lanes) and b of `b`
+// (N = b.lanes), with the same k_len. C row-major with leading dimension ldc.
+void gemm_f64_panels(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc);
+
+// G[i,j] += Σ_k x_i[k] x_j[k] for j <= i (the lower triangle; some entries above the diagonal
+// may be written too, with the same sums), G row-major [n,n], n = x.lanes.
+void syrk_f64_lower(const PanelsF64& x, double* G, int64_t ldg);
+
+}  // namespace mg

@@ -83,21 +83,31 @@ void check_k(const PanelsF64& a, const PanelsF64& b, const char* what) {
                                 " and " + std::to_string(b.k_len) + " terms per dot product");
 }
 
-// Runs body(gi, pj) over tiles: gi a panel of a (8 rows of C), pj the first of up to 3 panels of
-// b. Tiles are grouped in blocks of 32 x 12 panels (256 x 96 lanes) so a block's panels stay in
-// the caches while its tiles run; threads take blocks as they finish (the Gram's triangle makes
-// the blocks' work uneven), which changes who computes a tile, never how.
-template <typename Keep, typename Body>
-void for_tiles(int64_t a_panels, int64_t b_panels, Keep keep, Body body) {
+// Computes every tile of a·bᵀ that keep(gi, pj) accepts — gi a panel of a (8 rows of C), pj the
+// first of up to 3 panels of b — and hands it to store(row0, col0, out, rows, cols), rows x cols
+// being the part inside C. Tiles are grouped in blocks of 32 x 12 panels (256 x 96 lanes) so a
+// block's panels stay in the caches while its tiles run; threads take blocks as they finish (the
+// Gram's triangle makes the blocks' work uneven), which changes who computes a tile, never how.
+template <typename Keep, typename Store>
+void for_tiles(const PanelsF64& a, const PanelsF64& b, Keep keep, Store store) {
   constexpr int64_t kBlockA = 32, kBlockB = 4 * kTilePanels;
+  const int64_t a_panels = a.panels(), b_panels = b.panels();
   const int64_t ba = (a_panels + kBlockA - 1) / kBlockA, bb = (b_panels + kBlockB - 1) / kBlockB;
   const int64_t blocks = ba * bb;
 #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && num_threads() > 1)
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t ia = blk / bb, ib = blk % bb;
     for (int64_t pj = ib * kBlockB; pj < std::min(b_panels, (ib + 1) * kBlockB); pj += kTilePanels)
-      for (int64_t gi = ia * kBlockA; gi < std::min(a_panels, (ia + 1) * kBlockA); ++gi)
-        if (keep(gi, pj)) body(gi, pj);
+      for (int64_t gi = ia * kBlockA; gi < std::min(a_panels, (ia + 1) * kBlockA); ++gi) {
+        if (!keep(gi, pj)) continue;
+        const int np = static_cast<int>(std::min<int64_t>(kTilePanels, b_panels - pj));
+        const double* bs[kTilePanels] = {b.panel(pj), np > 1 ? b.panel(pj + 1) : nullptr,
+                                         np > 2 ? b.panel(pj + 2) : nullptr};
+        double out[kTileRows][8 * kTilePanels];
+        tile(a.k_len, a.panel(gi), bs, np, out);
+        store(gi * 8, pj * 8, out, std::min<int64_t>(kTileRows, a.lanes - gi * 8),
+              std::min<int64_t>(8 * np, b.lanes - pj * 8));
+      }
   }
 }
 
@@ -136,17 +146,10 @@ PanelsF64 pack_columns_f64(const double* src, int64_t ld, int64_t k_len, int64_t
 void gemm_f64_panels(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc) {
   check_k(a, b, "gemm_f64_panels");
   for_tiles(
-      a.panels(), b.panels(), [](int64_t, int64_t) { return true; },
-      [&](int64_t gi, int64_t pj) {
-        const int np = static_cast<int>(std::min<int64_t>(kTilePanels, b.panels() - pj));
-        const double* bs[kTilePanels] = {b.panel(pj), np > 1 ? b.panel(pj + 1) : nullptr,
-                                         np > 2 ? b.panel(pj + 2) : nullptr};
-        double out[kTileRows][8 * kTilePanels];
-        tile(a.k_len, a.panel(gi), bs, np, out);
-        const int64_t rows = std::min<int64_t>(kTileRows, a.lanes - gi * 8);
-        const int64_t cols = std::min<int64_t>(8 * np, b.lanes - pj * 8);
+      a, b, [](int64_t, int64_t) { return true; },
+      [&](int64_t i0, int64_t j0, const double(*out)[8 * kTilePanels], int64_t rows, int64_t cols) {
         for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(C + (gi * 8 + r) * ldc + pj * 8, out[r], sizeof(double) * cols);
+          std::memcpy(C + (i0 + r) * ldc + j0, out[r], sizeof(double) * cols);
       });
 }
 
@@ -154,17 +157,10 @@ void syrk_f64_lower(const PanelsF64& x, double* G, int64_t ldg) {
   // Tiles that reach the lower triangle: the first column of the tile, pj*8, is at most the last
   // row, gi*8 + 7.
   for_tiles(
-      x.panels(), x.panels(), [](int64_t gi, int64_t pj) { return pj * 8 <= gi * 8 + 7; },
-      [&](int64_t gi, int64_t pj) {
-        const int np = static_cast<int>(std::min<int64_t>(kTilePanels, x.panels() - pj));
-        const double* bs[kTilePanels] = {x.panel(pj), np > 1 ? x.panel(pj + 1) : nullptr,
-                                         np > 2 ? x.panel(pj + 2) : nullptr};
-        double out[kTileRows][8 * kTilePanels];
-        tile(x.k_len, x.panel(gi), bs, np, out);
-        const int64_t rows = std::min<int64_t>(kTileRows, x.lanes - gi * 8);
-        const int64_t cols = std::min<int64_t>(8 * np, x.lanes - pj * 8);
+      x, x, [](int64_t gi, int64_t pj) { return pj * 8 <= gi * 8 + 7; },
+      [&](int64_t i0, int64_t j0, const double(*out)[8 * kTilePanels], int64_t rows, int64_t cols) {
         for (int64_t r = 0; r < rows; ++r) {
-          double* g = G + (gi * 8 + r) * ldg + pj * 8;
+          double* g = G + (i0 + r) * ldg + j0;
           for (int64_t c = 0; c < cols; ++c) g[c] += out[r][c];
         }
       });

@@ -129,13 +129,21 @@ MG_AVX512 inline void transpose8(__m256 r[8]) {
 template <bool Full>
 MG_AVX512 void transpose_pack(const float* src, int64_t ld, int rows, int64_t kc, float* dst,
                               int64_t dst_ld) {
-  constexpr int64_t kAhead = 128;  // floats: 8 cache lines ahead on each row
+  constexpr int64_t kAhead = 256;  // floats: 16 cache lines ahead on each row
   int64_t k = 0;
   for (; k + 8 <= kc; k += 8) {
     __m256 r[8];
-    if ((k & 15) == 0)
-      for (int i = 0; i < (Full ? 8 : rows); ++i)
-        _mm_prefetch(reinterpret_cast<const char*>(src + i * ld + k + kAhead), _MM_HINT_T0);
+    if ((k & 15) == 0) {
+      // Past the end of these rows, prefetch the start of the next 8 (the next micro-panel, or
+      // the next block's): a row is only kc floats long, too short for the hardware prefetcher
+      // to warm up on. Prefetches never fault, so the address may lie past the matrix; it is
+      // formed as an integer.
+      const int64_t ahead = k + kAhead, wrap = ahead >= kc ? 8 : 0, kk = wrap ? ahead - kc : ahead;
+      for (int i = 0; i < 8; ++i)
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) +
+                                                   sizeof(float) * ((i + wrap) * ld + kk)),
+                     _MM_HINT_T0);
+    }
     for (int i = 0; i < 8; ++i)
       r[i] = Full || i < rows ? _mm256_loadu_ps(src + i * ld + k) : _mm256_setzero_ps();
     transpose8(r);

@@ -164,12 +164,18 @@ MG_BF16 void pack_pairs_transposed(const float* src, int64_t ld, int rows, int64
                                    uint32_t* dst, int64_t dst_ld) {
   // The 8 rows are 8 streams ld apart (the head's 700 x 10000 dlogits come from DRAM): prefetch
   // each a few lines ahead, as the FP32 packing does.
-  constexpr int64_t kAhead = 128;  // floats
+  constexpr int64_t kAhead = 256;  // floats: 16 cache lines ahead on each row
   for (int64_t k = 0; k < kc; k += 16) {
     const int64_t left = kc - k > 16 ? 16 : kc - k;
     const __mmask16 mask = static_cast<__mmask16>((1u << left) - 1);
-    for (int i = 0; i < rows; ++i)
-      _mm_prefetch(reinterpret_cast<const char*>(src + i * ld + k + kAhead), _MM_HINT_T0);
+    // Past the end of these rows, prefetch the start of the next 8 (the next micro-panel, or the
+    // next block's): a row is only kc floats long, too short for a prefetcher to warm up on.
+    // Prefetches never fault, so the address may lie past A; it is formed as an integer.
+    const int64_t ahead = k + kAhead, wrap = ahead >= kc ? 8 : 0, kk = wrap ? ahead - kc : ahead;
+    for (int i = 0; i < 8; ++i)
+      _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) +
+                                                 sizeof(float) * ((i + wrap) * ld + kk)),
+                   _MM_HINT_T0);
     __m256 r[8];
     for (int i = 0; i < 8; ++i)
       r[i] = i < rows ? (__m256)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i * ld + k))
@@ -225,10 +231,13 @@ MG_BF16 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_t
 }  // namespace
 
 const Arch& arch_avx512_bf16() {
-  // Same register tile and cache blocks as the FP32 kernel. kc counts k (not pairs): the packed
-  // A block is half the FP32 one's bytes, so kc could double, but K = 200 / 400 / 560 fit one
-  // block either way, and equal blocks keep the two precisions' loop nests alike.
-  static const Arch arch = {"avx512_bf16",       kMr,         kNr,    16,     /*mc=*/256,
+  // Same register tile, kc and nc as the FP32 kernel. kc counts k (not pairs). A packed A block
+  // is half the FP32 one's bytes, so mc doubles to 512 (512 x 512 pairs of bf16 = 512 KiB, the
+  // L2 share the FP32 block has): the head's backward 700 x 10000 @ 10000 x 200 then packs each
+  // thread's 350 rows as one block and each B micro-panel right before use, instead of a whole
+  // kc x 200 B panel per thread that spills to L3 (bench_gemm, 2 threads, Zen 5: 622 -> 688
+  // GFLOP/s; 1024^3 723 -> 837).
+  static const Arch arch = {"avx512_bf16",       kMr,         kNr,    16,     /*mc=*/512,
                             /*kc=*/512,          /*nc=*/3072, pack_a, pack_b, macro,
                             /*b_in_place=*/false};
   return arch;

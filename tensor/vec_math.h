@@ -7,6 +7,7 @@
 //   exp(r) = 1 + r + r²·P(r) on |r| ≤ ln2/2 (minimax coefficients as in Cephes' expf).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -69,13 +70,17 @@ inline double sum_exp(const float* x, int64_t n, float shift, float* out) {
   return total;
 }
 
-// max_j x[j] (−inf for n = 0), vectorizable.
+// max_j x[j] (−inf for n = 0), vectorizable. A NaN is skipped (the comparison is false), as in
+// the scalar form. Without `omp simd` GCC 12 kept the sixteen lanes as sixteen scalar maxss, and
+// the softmax's first pass over the logits (fused_mixture_nll) ran at a quarter of its speed.
 inline float row_max(const float* x, int64_t n) {
   float m[16];
   for (int l = 0; l < 16; ++l) m[l] = -INFINITY;
   int64_t j = 0;
-  for (; j + 16 <= n; j += 16)
-    for (int l = 0; l < 16; ++l) m[l] = x[j + l] > m[l] ? x[j + l] : m[l];
+  for (; j + 16 <= n; j += 16) {
+#pragma omp simd
+    for (int l = 0; l < 16; ++l) m[l] = std::max(m[l], x[j + l]);  // (m < x) ? x : m
+  }
   float r = -INFINITY;
   for (; j < n; ++j) r = x[j] > r ? x[j] : r;
   for (int l = 0; l < 16; ++l) r = m[l] > r ? m[l] : r;

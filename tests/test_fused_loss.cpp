@@ -28,10 +28,13 @@ TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
         head->fused_options.keep_logits_floats = keep_limit,
         head->fused_options.stream_chunk_rows = 128;
         {
+          // The noise makes every parameter non-zero: the decoder bias starts at zero, and a
+          // bias the fused path dropped would go unseen.
           NoGradGuard no_grad;
           for (Tensor p : head->parameters()) {
+            const Tensor noise = Tensor::uniform(p.shape(), -0.1f, 0.1f, gen);
             float* d = p.data();
-            for (int64_t i = 0; i < p.numel(); ++i) d[i] *= scale;
+            for (int64_t i = 0; i < p.numel(); ++i) d[i] = (d[i] + noise.data()[i]) * scale;
           }
         }
         const Tensor h = Tensor::uniform({N, H}, -1, 1, gen).requires_grad_();

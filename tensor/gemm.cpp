@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "tensor/allocator.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/parallel.h"
 
@@ -434,9 +435,11 @@ PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb
   kc_blk_ = ceil_div(K, ceil_div(K, g.kc));
   block_floats_ = round_up(N, g.nr) * kc_blk_;
   const int64_t blocks = ceil_div(K, kc_blk_);
-  float* p = static_cast<float*>(::operator new(
-      sizeof(float) * static_cast<size_t>(blocks * block_floats_), std::align_val_t(64)));
-  data_.reset(p, [](float* q) { ::operator delete(q, std::align_val_t(64)); });
+  // From the tensor allocator's cache: the head packs its 8 MB W^T every forward, and fresh pages
+  // (page faults, zeroing) cost more than the packing.
+  const size_t n = static_cast<size_t>(blocks * block_floats_);
+  float* p = allocate_floats(n);
+  data_.reset(p, [n](float* q) { release_floats(q, n); });
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t pc = b * kc_blk_, kc = std::min(kc_blk_, K - pc);
     g.pack_b(trans_b, trans_b ? B + pc : B + pc * ldb, ldb, kc, N, p + b * block_floats_);

@@ -239,7 +239,7 @@ const Arch& arch_avx512_bf16() {
   // GFLOP/s; 1024^3 723 -> 837).
   static const Arch arch = {"avx512_bf16",       kMr,         kNr,    16,     /*mc=*/512,
                             /*kc=*/512,          /*nc=*/3072, pack_a, pack_b, macro,
-                            /*b_in_place=*/false};
+                            /*b_in_place=*/false, /*k_per_slot=*/2};
   return arch;
 }
 

@@ -64,6 +64,10 @@ struct Arch {
   // Whether macro can read a row-major B in place (ldb_direct). The bf16 family cannot: its
   // operands must be rounded and paired along k, which is packing.
   bool b_in_place = true;
+  // How many k one packed slot holds: 1 (a float), 2 for bf16 (a pair). Micro-panel q of a packed
+  // kc-deep B panel starts q*nr*ceil(kc/k_per_slot) slots in, which lets mg::PackedB pack slabs of
+  // columns on several threads.
+  int k_per_slot = 1;
 };
 
 // Defined in gemm_avx512.cpp / gemm_avx2.cpp. They only describe the kernels: calling the routines

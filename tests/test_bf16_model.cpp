@@ -187,7 +187,10 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
   const int saved = num_threads();
   for (GemmPrecision p : precisions)
     for (const S& s :
-         {S{false, 20, 200, 400}, S{true, 5, 77, 33}, S{false, 300, 130, 1100}, S{true, 1, 1, 1}}) {
+         {S{false, 20, 200, 400}, S{true, 5, 77, 33}, S{false, 300, 130, 1100}, S{true, 1, 1, 1},
+          // Wide enough that the packing itself is split between threads (slabs of 16 panels),
+          // with an odd kc (bf16 pads a zero k) and two k blocks.
+          S{true, 9, 1700, 71}, S{false, 9, 1601, 513}}) {
       const GemmPrecisionScope scope(p);
       const Tensor A = random_tensor({s.M, s.K}, 21),
                    B = random_tensor({s.tb ? s.N : s.K, s.tb ? s.K : s.N}, 22);
@@ -195,9 +198,9 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
       const Tensor C0 = random_tensor({s.M, s.N}, 23);
       Tensor want = fresh(C0), got = fresh(C0);
       gemm(false, s.tb, s.M, s.N, s.K, 0.5f, A.data(), s.K, B.data(), ldb, 1.0f, want.data(), s.N);
-      const PackedB packed(s.tb, s.K, s.N, B.data(), ldb);
       for (int threads : {1, 2}) {
         set_num_threads(threads);
+        const PackedB packed(s.tb, s.K, s.N, B.data(), ldb);  // packed on `threads` threads too
         Tensor out = fresh(C0);
         gemm_packed_b(s.M, s.N, s.K, 0.5f, A.data(), s.K, packed, 1.0f, out.data(), s.N);
         EXPECT_EQ(0, std::memcmp(out.data(), want.data(), sizeof(float) * want.numel()))

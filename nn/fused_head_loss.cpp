@@ -207,11 +207,11 @@ void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64
       if (s.sig) {
         for (int64_t j = 0; j < V; ++j) {
           const float zj = zr[j];
-          zr[j] = c * vexp(zj + log_sigmoidf(zj) - lse) * (2.0f - sigmoidf(zj));
+          zr[j] = c * vexp_nonpositive(zj + log_sigmoidf(zj) - lse) * (2.0f - sigmoidf(zj));
         }
         zr[t] -= c * (2.0f - sigmoidf(z_target));
       } else {
-        for (int64_t j = 0; j < V; ++j) zr[j] = c * vexp(zr[j] - lse);
+        for (int64_t j = 0; j < V; ++j) zr[j] = c * vexp_nonpositive(zr[j] - lse);  // z <= lse
         zr[t] -= c;
       }
     }

@@ -14,12 +14,15 @@
 
 namespace mg {
 
-inline float vexp(float x) {
+// kNonPositive: the caller guarantees x <= 0 (or NaN), as for the shifted logits x - max of a
+// softmax; see vexp_nonpositive below.
+template <bool kNonPositive>
+inline float vexp_impl(float x) {
   // Clamped to the normal range: below -87.3 the result stays at ~1.2e-38 (FLT_MIN) instead of
   // reaching 0 — harmless in sums and logs, and without a final select, so that vexp composes with
   // vlog inside one vectorized loop (the select stopped GCC's if-conversion).
   const float lo = -87.33654f, hi = 88.72283f;
-  x = x < lo ? lo : (x > hi ? hi : x);
+  x = kNonPositive ? (x < lo ? lo : x) : (x < lo ? lo : (x > hi ? hi : x));
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = x - n * 0.693359375f;  // ln 2, high part (exact in float)
   r = r - n * -2.12194440e-4f;     // ln 2, low part
@@ -30,11 +33,19 @@ inline float vexp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = 1.0f + r + r * r * p;
-  // 2^n by building the float's exponent bits; n is in [-126, 128] after the clamp.
   const int32_t ni = static_cast<int32_t>(n);
-  const int32_t half = ni / 2;  // split so 2^n never overflows the exponent field when n = 128
   // Shifted as unsigned: for a NaN input n is NaN, the conversion gives INT_MIN on x86 and the
   // result is NaN anyway (e is NaN), but a left shift of that negative int would be undefined.
+  if (kNonPositive) {
+    // n in [-126, 0]: 2^n is one normal float. e * 2^n rounds once, as e * 2^half * 2^(n-half)
+    // does below (its first product is exact): the same bits, a third fewer instructions.
+    const uint32_t b = static_cast<uint32_t>(ni + 127) << 23;
+    float s;
+    std::memcpy(&s, &b, sizeof s);
+    return e * s;
+  }
+  // 2^n by building the float's exponent bits; n is in [-126, 128] after the clamp.
+  const int32_t half = ni / 2;  // split so 2^n never overflows the exponent field when n = 128
   const uint32_t b1 = static_cast<uint32_t>(half + 127) << 23,
                  b2 = static_cast<uint32_t>(ni - half + 127) << 23;
   float s1, s2;
@@ -43,26 +54,38 @@ inline float vexp(float x) {
   return e * s1 * s2;
 }
 
+inline float vexp(float x) {
+  return vexp_impl<false>(x);
+}
+
+// exp(x) for x <= 0 only (x > 0 gives wrong results): the softmax's exp(x - max) and
+// exp(x - logsumexp). Bit for bit vexp there (tests/test_vec_math.cpp), ~30% fewer instructions;
+// it is most of the time of the passes over the head's 35M logits per small-mos step.
+inline float vexp_nonpositive(float x) {
+  return vexp_impl<true>(x);
+}
+
 }  // namespace mg
 
 namespace mg {
 
-// Σ_j exp(x[j] - shift) over one row, optionally storing each exp(x[j] - shift) in out. Sixteen
-// float partial sums in a fixed pattern (then added in double): vectorizes, and the result depends
-// only on the row, never on threads.
+// Σ_j exp(x[j] - shift) over one row, optionally storing each exp(x[j] - shift) in out. shift
+// must be >= every x[j] (the row's max, as softmax uses it). Sixteen float partial sums in a fixed
+// pattern (then added in double): vectorizes, and the result depends only on the row, never on
+// threads.
 template <bool kStore>
 inline double sum_exp(const float* x, int64_t n, float shift, float* out) {
   float acc[16] = {0};
   int64_t j = 0;
   for (; j + 16 <= n; j += 16)
     for (int l = 0; l < 16; ++l) {
-      const float e = vexp(x[j + l] - shift);
+      const float e = vexp_nonpositive(x[j + l] - shift);
       if (kStore) out[j + l] = e;
       acc[l] += e;
     }
   double total = 0;
   for (; j < n; ++j) {
-    const float e = vexp(x[j] - shift);
+    const float e = vexp_nonpositive(x[j] - shift);
     if (kStore) out[j] = e;
     total += e;
   }
@@ -151,7 +174,7 @@ inline float vtanh(float x) {
 // log σ(x) = min(x, 0) − log(1 + e^−|x|): no overflow, no log(0), vectorizable.
 inline float vlog_sigmoid(float x) {
   const float neg_abs = x < 0.0f ? x : -x;  // −|x| (std::fmin/fabs forms became library calls)
-  return (x < 0.0f ? x : 0.0f) - vlog1p(vexp(neg_abs));
+  return (x < 0.0f ? x : 0.0f) - vlog1p(vexp_nonpositive(neg_abs));
 }
 
 }  // namespace mg

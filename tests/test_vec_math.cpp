@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
 
 #include "tensor/vec_math.h"
 
@@ -37,6 +40,36 @@ TEST(VecMath, ExpLogLog1pLogSigmoidAreAccurate) {
   EXPECT_LT(mg::vexp(-1000.0f), 1.2e-38f);  // clamped to the smallest normal, never NaN
   EXPECT_FLOAT_EQ(mg::vsigmoid(0.0f), 0.5f);
   EXPECT_FLOAT_EQ(mg::vsigmoid(100.0f), 1.0f);
+}
+
+// vexp_nonpositive is vexp, bit for bit, wherever it may be used (x <= 0, NaN): every float in
+// [-1, 0], a dense sweep down to the clamp and past it, where e * 2^n rounds to a denormal-free
+// FLT_MIN neighbourhood, and the special values.
+TEST(VecMath, ExpOfNonPositiveIsExpBitForBit) {
+  auto same = [](float x) {
+    const float a = mg::vexp(x), b = mg::vexp_nonpositive(x);
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    return ua == ub;
+  };
+  int64_t checked = 0, differ = 0;
+  float first_bad = 0;
+  auto check = [&](float x) {
+    ++checked;
+    if (!same(x) && differ++ == 0) first_bad = x;
+  };
+  for (uint32_t bits = 0x80000000u; bits <= 0xbf800000u; bits += 61) {  // -0 .. -1, every 61st
+    float x;
+    std::memcpy(&x, &bits, 4);
+    check(x);
+  }
+  for (double x = -1.0; x > -100.0; x -= 1.37e-4) check(static_cast<float>(x));
+  for (float x : {-0.0f, 0.0f, -87.33654f, -87.3365f, -87.336548f, -86.9f, -88.0f, -1e30f,
+                  -INFINITY, NAN, -std::numeric_limits<float>::denorm_min()})
+    check(x);
+  EXPECT_EQ(differ, 0) << "first difference at x = " << first_bad << " of " << checked;
+  EXPECT_GT(checked, 10000000);
 }
 
 TEST(VecMath, TanhIsAccurateEverywhere) {

@@ -137,31 +137,37 @@ MG_BF16 void interleave_rows(const float* r0, const float* r1, int64_t valid, in
   }
 }
 
-// In-register transpose of 8 rows of 8 32-bit words (as in gemm_avx512.cpp).
-MG_BF16 inline void transpose8(__m256 r[8]) {
-  __m256 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+// The two stages of an 8 x 8 transpose of pair words held as four zmm: Z_r holds rows 2r and 2r+1
+// (words 0-7: row 2r's pairs q = 0..7, words 8-15: row 2r+1's). VPERMT2D picks each output word
+// from two inputs (index bit 4 chooses the second).
+//  Stage 1: Y_gs = rows 4g..4g+3 of pairs 4s..4s+3, word 4*(q - 4s) + (row - 4g), from Z_2g, Z_2g+1.
+//  Stage 2: O_s  = pairs 2s and 2s+1 of rows 0..7, word 8*(q - 2s) + row, from Y_0(s/2), Y_1(s/2):
+//  16 contiguous words of the packed A micro-panel.
+// Eight permutes instead of the 24 shuffles of an 8 x 8 ymm transpose: the bf16 packing of A ran
+// into the shuffle port, not into memory (bench_gemm 700x10000@10000x200).
+struct TransposeIndex {
+  alignas(64) uint32_t stage1[2][16], stage2[2][16];
+  TransposeIndex() {
+    for (int s = 0; s < 2; ++s)
+      for (int ql = 0; ql < 4; ++ql)
+        for (int rl = 0; rl < 4; ++rl)
+          stage1[s][4 * ql + rl] = ((rl / 2) << 4) | (8 * (rl % 2) + 4 * s + ql);
+    for (int s = 0; s < 2; ++s)
+      for (int e = 0; e < 2; ++e)
+        for (int row = 0; row < 8; ++row)
+          stage2[s][8 * e + row] = ((row / 4) << 4) | (4 * (2 * s + e) + row % 4);
   }
-  for (int i = 0; i < 8; i += 4) {
-    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
-  }
-}
+};
 
 // `rows` (<= 8) source rows contiguous in k, src(i, k) = src[i*ld + k], k < kc, into pairs
-// dst[q*dst_ld + i] = pair(src(i,2q), src(i,2q+1)) for 8 columns i (past `rows`: zero). Each row's
-// 16 floats become 8 pairs (VCVTNEPS2BF16), and an 8 x 8 transpose of the pair words puts them in
-// place: the A block when A is row-major, the B panel when B is stored transposed.
+// dst[q*dst_ld + i] = pair(src(i,2q), src(i,2q+1)) for 8 columns i (past `rows`: zero). Two rows'
+// 16 floats each become one zmm of pairs (VCVTNE2PS2BF16), and the transpose above puts them in
+// place: the A block when A is row-major (dst_ld = 8), the B panel when B is stored transposed.
 MG_BF16 void pack_pairs_transposed(const float* src, int64_t ld, int rows, int64_t kc,
                                    uint32_t* dst, int64_t dst_ld) {
+  static const TransposeIndex index;
+  const __m512i s1[2] = {_mm512_load_si512(index.stage1[0]), _mm512_load_si512(index.stage1[1])};
+  const __m512i s2[2] = {_mm512_load_si512(index.stage2[0]), _mm512_load_si512(index.stage2[1])};
   // The 8 rows are 8 streams ld apart (the head's 700 x 10000 dlogits come from DRAM): prefetch
   // each a few lines ahead, as the FP32 packing does.
   constexpr int64_t kAhead = 256;  // floats: 16 cache lines ahead on each row
@@ -176,14 +182,29 @@ MG_BF16 void pack_pairs_transposed(const float* src, int64_t ld, int rows, int64
       _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(src) +
                                                  sizeof(float) * ((i + wrap) * ld + kk)),
                    _MM_HINT_T0);
-    __m256 r[8];
-    for (int i = 0; i < 8; ++i)
-      r[i] = i < rows ? (__m256)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + i * ld + k))
-                      : _mm256_setzero_ps();
-    transpose8(r);
+    __m512i z[4];
+    for (int r = 0; r < 4; ++r) {
+      const int i = 2 * r;
+      const __m512 lo = i < rows ? _mm512_maskz_loadu_ps(mask, src + i * ld + k) : _mm512_setzero_ps();
+      const __m512 hi =
+          i + 1 < rows ? _mm512_maskz_loadu_ps(mask, src + (i + 1) * ld + k) : _mm512_setzero_ps();
+      z[r] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // words 0-7: row i, 8-15: row i+1
+    }
     const int64_t q0 = k / 2, nq = (left + 1) / 2;
-    for (int j = 0; j < nq; ++j)
-      _mm256_storeu_ps(reinterpret_cast<float*>(dst + (q0 + j) * dst_ld), r[j]);
+    for (int s = 0; s < 4; ++s) {
+      if (2 * s >= nq) break;
+      const __m512i y0 = _mm512_permutex2var_epi32(z[0], s1[s / 2], z[1]);
+      const __m512i y1 = _mm512_permutex2var_epi32(z[2], s1[s / 2], z[3]);
+      const __m512i out = _mm512_permutex2var_epi32(y0, s2[s % 2], y1);  // pairs 2s, 2s+1
+      uint32_t* d = dst + (q0 + 2 * s) * dst_ld;
+      const bool both = 2 * s + 1 < nq;
+      if (dst_ld == 8) {
+        _mm512_mask_storeu_epi32(d, both ? 0xffff : 0x00ff, out);
+      } else {  // pair 2s+1 goes dst_ld further: its 8 words (8-15) stored from d + dst_ld - 8
+        _mm512_mask_storeu_epi32(d, 0x00ff, out);
+        if (both) _mm512_mask_storeu_epi32(d + dst_ld - 8, 0xff00, out);
+      }
+    }
   }
 }
 

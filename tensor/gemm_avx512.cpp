@@ -17,6 +17,8 @@
 
 #include <immintrin.h>
 
+#include "tensor/gemm_avx512_tile.h"
+
 #define MG_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
 
 namespace mg::gemm_detail {
@@ -37,12 +39,7 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restr
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-      // Fetch the C tile while the k loop runs, so the update at the end does not stall on memory.
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * NV - 1), _MM_HINT_T0);
-  }
+  prefetch_c_tile<M, NV>(c, ldc);
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     __m512 bv[NV];
@@ -57,24 +54,8 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restr
     a += kMr;
     b += bs;
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const __mmask16 last = static_cast<__mmask16>((1u << n_last) - 1);
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) {
-    float* row = c + i * ldc;
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = v == NV - 1 ? last : static_cast<__mmask16>(0xffff);
-      __m512 r;
-      if (beta == 0) {
-        r = _mm512_mul_ps(va, acc[i][v]);  // C is not read: NaNs in it must not propagate
-      } else {
-        const __m512 old = _mm512_maskz_loadu_ps(mask, row + 16 * v);
-        r = _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, old));
-      }
-      _mm512_mask_storeu_ps(row + 16 * v, mask, r);
-    }
-  }
+  // n_last (1..16) columns of the last vector are inside C.
+  store_c_tile<M, NV>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
 }
 
 using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float,

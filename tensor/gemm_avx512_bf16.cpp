@@ -8,8 +8,9 @@
 // The instruction ignores MXCSR: denormal inputs count as zero and denormal results are flushed
 // to zero (tests/test_gemm_bf16.cpp derives the tolerance this implies).
 //
-// The loop nest, blocking and threading are gemm.cpp's; only packing and the micro-kernel differ
-// from gemm_avx512.cpp. Because VDPBF16PS consumes k in pairs, the packed layouts hold pairs:
+// The loop nest, blocking and threading are gemm.cpp's, the C tile's prefetch and update
+// gemm_avx512_tile.h's (shared with gemm_avx512.cpp); only the packing and the k loop differ.
+// Because VDPBF16PS consumes k in pairs, the packed layouts hold pairs:
 //  * A block, m x kc: micro-panel p of 8 rows at Ap + p*8*kc2 (kc2 = ceil(kc/2) pairs), the pair
 //    (op(A)(i,2q), op(A)(i,2q+1)) as one 32-bit word at [q*8 + i];
 //  * B panel, kc x n: micro-panel of 48 columns (the last w = n rounded up to 16 wide) at
@@ -22,6 +23,8 @@
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 
 #include <immintrin.h>
+
+#include "tensor/gemm_avx512_tile.h"
 
 #define MG_BF16 __attribute__((target("avx512bf16,avx512f,avx512vl,avx512bw,avx2,fma")))
 
@@ -46,11 +49,7 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * NV - 1), _MM_HINT_T0);
-  }
+  prefetch_c_tile<M, NV>(c, ldc);
 #pragma GCC unroll 4
   for (int64_t q = 0; q < kc2; ++q) {
     __m512bh bv[NV];
@@ -65,24 +64,8 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
     a += kMr;
     b += bs;
   }
-  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
-  const __mmask16 last = static_cast<__mmask16>((1u << n_last) - 1);
-#pragma GCC unroll 8
-  for (int i = 0; i < M; ++i) {
-    float* row = c + i * ldc;
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) {
-      const __mmask16 mask = v == NV - 1 ? last : static_cast<__mmask16>(0xffff);
-      __m512 r;
-      if (beta == 0) {
-        r = _mm512_mul_ps(va, acc[i][v]);  // C is not read: NaNs in it must not propagate
-      } else {
-        const __m512 old = _mm512_maskz_loadu_ps(mask, row + 16 * v);
-        r = _mm512_fmadd_ps(va, acc[i][v], _mm512_mul_ps(vb, old));
-      }
-      _mm512_mask_storeu_ps(row + 16 * v, mask, r);
-    }
-  }
+  // n_last (1..16) columns of the last vector are inside C.
+  store_c_tile<M, NV>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
 }
 
 using MicroFn = void (*)(int64_t, const uint32_t*, const uint32_t*, int64_t, float*, int64_t, float,

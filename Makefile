@@ -47,7 +47,7 @@ endif
 LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 
 LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp)
-TEST_SRCS := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp
+TEST_SRCS := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp
 TOOL_SRCS := $(wildcard tools/*.cpp)
 BENCH_SRCS:= $(wildcard bench/*.cpp)
 
@@ -138,14 +138,15 @@ FUZZ_CXX     ?= clang++
 build/fuzz/fuzz_%: tests/fuzz/main.cpp build/fuzz/tests/fuzz/targets.o build/fuzz/libmosgrad.a
 	$(CXX) $(CXXFLAGS) -DMGFUZZ_TARGET=$* $^ -o $@ $(LDFLAGS)
 
-fuzz:
+fuzz: fuzz-seeds
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=fuzz CXX=$(FUZZ_CXX) $(FUZZ_TARGETS:%=build/fuzz/fuzz_%)
 	bash tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
-# Rewrites the fuzzers' seed corpus (tests/fuzz/corpus/) with tests/fuzz/make_seeds.cpp.
+# Writes the fuzzers' seed corpus with tests/fuzz/make_seeds.cpp: the text seeds into
+# tests/fuzz/corpus/ (committed), the model files into build/fuzz/model_seeds/ (generated).
 fuzz-seeds:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/libmosgrad.a build/release/tests/fuzz/make_seeds.o
-	$(CXX) build/release/tests/fuzz/make_seeds.o build/release/libmosgrad.a -o build/release/make_seeds -fopenmp
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/libmosgrad.a build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o
+	$(CXX) build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o build/release/libmosgrad.a -o build/release/make_seeds -fopenmp
 	./build/release/make_seeds
 
 # The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.

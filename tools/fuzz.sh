@@ -3,7 +3,8 @@
 # and prints executions and crashes per target. Called by `make fuzz` after it builds the targets.
 #   bash tools/fuzz.sh SECONDS TARGET...
 # The working corpus grows in build/fuzz/corpus/<target>/ (kept between runs, not committed), seeded
-# from tests/fuzz/corpus/<target>/. A crash (or leak, timeout, out-of-memory) is saved by libFuzzer
+# from tests/fuzz/corpus/<target>/ and the generated model files in build/fuzz/model_seeds/<target>/
+# (make fuzz writes them first). A crash (or leak, timeout, out-of-memory) is saved by libFuzzer
 # and copied to tests/fuzz/crashes/<target>/: fix it, commit the file, and make test replays it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -13,11 +14,11 @@ mkdir -p build/fuzz/logs
 
 run_one() {
   local t=$1
-  mkdir -p "build/fuzz/corpus/$t" "build/fuzz/artifacts/$t"
+  mkdir -p "build/fuzz/corpus/$t" "build/fuzz/artifacts/$t" "build/fuzz/model_seeds/$t"
   # -rss_limit_mb: a reader must not need more than 2 GB for a 64 KB input.
   "build/fuzz/fuzz_$t" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$t/" \
-    "build/fuzz/corpus/$t" "tests/fuzz/corpus/$t" >"build/fuzz/logs/$t.log" 2>&1
+    "build/fuzz/corpus/$t" "tests/fuzz/corpus/$t" "build/fuzz/model_seeds/$t" >"build/fuzz/logs/$t.log" 2>&1
   echo $? >"build/fuzz/logs/$t.rc"
 }
 

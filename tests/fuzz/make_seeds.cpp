@@ -1,15 +1,13 @@
-// Writes the seed corpus of the fuzz targets into tests/fuzz/corpus/<target>/ (make fuzz-seeds):
-// small but complete inputs of every kind, so the fuzzer starts from files that load and mutates
-// them, instead of having to discover the formats from nothing. The files are committed; rerun
-// this only when a format changes.
+// Writes the seed corpus of the fuzz targets (make fuzz-seeds): small but complete inputs of every
+// kind, so the fuzzer starts from files that load and mutates them, instead of having to discover
+// the formats from nothing. The text seeds (corpus, flags) go to tests/fuzz/corpus/<target>/ and
+// are committed; the model files to build/fuzz/model_seeds/<target>/ (tests/fuzz/model_seeds.h).
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "lm/model_io.h"
-
-using namespace mg;
+#include "tests/fuzz/model_seeds.h"
 
 namespace {
 
@@ -19,38 +17,10 @@ void write(const std::string& target, const std::string& name, const std::string
   std::ofstream(dir / name, std::ios::binary) << bytes;
 }
 
-std::string file_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 }  // namespace
 
 int main() {
-  Vocab vocab;
-  for (const char* w : {"<eos>", "the", "cat", "<unk>", "sat"}) vocab.add(w);
-  struct Seed {
-    const char* name;
-    HeadKind head;
-    bool tied;
-    int64_t layers, experts;
-  };
-  const std::vector<Seed> seeds = {{"softmax_tied", HeadKind::Softmax, true, 1, 1},
-                                   {"sigsoftmax_untied", HeadKind::Sigsoftmax, false, 2, 1},
-                                   {"mos", HeadKind::MoS, true, 2, 2},
-                                   {"moc_untied", HeadKind::MoC, false, 1, 3}};
-  const std::string tmp = (std::filesystem::temp_directory_path() / "mosgrad_fuzz_seed").string();
-  for (const Seed& s : seeds) {
-    ModelConfig c;
-    c.ntoken = vocab.size(), c.emsize = 3, c.nhid = 4, c.nhidlast = 3, c.nlayers = s.layers;
-    c.head = s.head, c.tied = s.tied, c.n_experts = s.experts;
-    RNNModel model(c, 7);
-    save_model(tmp, model, vocab, {{"val_loss", "1.5"}});
-    write("checkpoint", std::string(s.name) + ".ckpt", file_bytes(tmp));
-    export_safetensors(tmp, model, vocab);
-    write("safetensors", std::string(s.name) + ".safetensors", file_bytes(tmp));
-  }
-  std::filesystem::remove(tmp);
+  mgfuzz::write_model_seeds("build/fuzz/model_seeds");  // binary: generated, not committed
 
   write("corpus", "ptb_lines", " the cat sat on the mat \n the <unk> sat \n\xff the dog sat \n");
   write("corpus", "crlf_no_final_newline",

@@ -45,9 +45,10 @@ inline float sigmoidf(float x) {
 }
 
 // The forward computes the logits kTileRows rows at a time per thread and reduces each tile at
-// once, while it is in the core's L2 (32 x 10,000 floats = 1.25 MB), rather than all of them by one
-// GEMM and then a second pass that reads them back from DRAM (140 MB for small-mos, 6% of its
-// step). W^T is packed once per forward (mg::PackedB) for all the tiles: same bits as one GEMM.
+// once, while it is in the core's L2 (8 x 10,000 floats = 320 KB; 32-row tiles overflowed a 1 MB
+// L2 and were slower), rather than all of them by one GEMM and then a second pass that reads them
+// back from DRAM (140 MB for small-mos, 6% of its step). W^T is packed once per forward
+// (mg::PackedB) for all the tiles: same bits as one GEMM.
 constexpr int64_t kTileRows = 8;
 
 // z [rows,V] = ctx rows [r0, r0+rows) times W^T, without b: the pass that reads z next (the

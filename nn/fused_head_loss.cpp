@@ -19,6 +19,7 @@
 // extra memory is then one [chunk, V] block instead of ~6 [N*K, V].
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 
 #include "autograd/ops.h"
 #include "nn/heads.h"
@@ -44,29 +45,48 @@ inline float sigmoidf(float x) {
   return vsigmoid(x);
 }
 
-// The forward computes the logits kTileRows rows at a time per thread and reduces each tile at
-// once, while it is in the core's L2 (8 x 10,000 floats = 320 KB; 32-row tiles overflowed a 1 MB
-// L2 and were slower), rather than all of them by one GEMM and then a second pass that reads them
-// back from DRAM (140 MB for small-mos, 6% of its step). W^T is packed once per forward
-// (mg::PackedB) for all the tiles: same bits as one GEMM.
+// The forward computes the logits a slab of kSlabCols vocabulary columns at a time and, within
+// it, kTileRows rows at a time, and reduces each tile at once while it is in L1/L2; a running
+// (online) max and sum of exponentials per row carries the logsumexp across slabs (Milakov &
+// Gimelshein 2018, "Online normalizer calculation for softmax"). The slab's part of W^T (E x
+// 768 floats, 600 KB for E = 200) then stays in the core's L2 for all the thread's rows. Whole
+// 10,000-column rows per tile instead streamed all of W^T (8 MB) through L2 once per tile, which
+// pushed the tile out before it was reduced: small-mos trained 2.6% slower (4,882 vs 5,008 tok/s,
+// three alternating runs each of bench_train --mode train).
+// kSlabCols is a multiple of every kernel's nr (48, 16, 8), so slabs start on packed panels;
+// the slab boundaries depend on V alone, so the sums do not depend on the thread count.
 constexpr int64_t kTileRows = 8;
+constexpr int64_t kSlabCols = 768;
 
-// z [rows,V] = ctx rows [r0, r0+rows) times W^T, without b: the pass that reads z next (the
-// forward's logsumexp, or logits_to_grad) adds b to each row while it has it in cache. A pass of
-// its own cost one more trip of all the logits through DRAM: 3.7% of a small-mos step. Same
-// additions, same bits. W_t: W^T packed, or nullptr (the reference GEMM path has no packing).
+// z [rows, c1-c0] (leading dimension V) = ctx rows [r0, r0+rows) times W^T[:, c0:c1], without b:
+// the pass that reads z next (the forward's running max, or logits_to_grad) adds b while it has
+// it in cache. W_t: W^T packed, or nullptr (the reference GEMM path has no packing).
 void chunk_logits(const float* ctx, const float* W, const PackedB* W_t, int64_t r0, int64_t rows,
-                  int64_t E, int64_t V, float* z) {
+                  int64_t c0, int64_t c1, int64_t E, int64_t V, float* z) {
   if (W_t)
-    gemm_packed_b(rows, V, E, 1.0f, ctx + r0 * E, E, *W_t, 0.0f, z, V);
+    gemm_packed_b_cols(rows, c0, c1 - c0, E, 1.0f, ctx + r0 * E, E, *W_t, 0.0f, z, V);
   else
-    gemm(false, true, rows, V, E, 1.0f, ctx + r0 * E, E, W, E, 0.0f, z, V);
+    gemm(false, true, rows, c1 - c0, E, 1.0f, ctx + r0 * E, E, W + c0 * E, E, 0.0f, z, V);
 }
 
-// z_row [V] += b [V].
-inline void add_bias(float* z_row, const float* b, int64_t V) {
-  for (int64_t j = 0; j < V; ++j) z_row[j] += b[j];
+// z_row [n] += b [n].
+inline void add_bias(float* z_row, const float* b, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) z_row[j] += b[j];
 }
+
+// A row's running logsumexp over the slabs seen so far: max m and Σ exp(x - m).
+struct RunningLse {
+  float max = -INFINITY;
+  double sum = 0;
+  // Folds in one slab x [n] whose max is slab_max: rescale the old sum to the new max, then add
+  // the slab's exponentials.
+  void add(const float* x, int64_t n, float slab_max) {
+    const float m = std::max(max, slab_max);
+    if (m == -INFINITY) return;  // nothing but -inf so far
+    if (m != max) sum *= std::exp(static_cast<double>(max) - m), max = m;
+    sum += sum_exp<false>(x, n, m, nullptr);
+  }
+};
 
 struct Saved {
   Tensor ctx, W, b;        // [N*K,E], [V,E], [V] (detached)
@@ -140,30 +160,40 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
     Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
     const bool packed = gemm_path() == GemmPath::kFast;
     const PackedB W_t = packed ? PackedB(/*trans_b=*/true, E, V, s.W.data(), E) : PackedB();
+    std::vector<RunningLse> run(static_cast<size_t>(s.chunk_rows));
+    std::vector<float> z_target(static_cast<size_t>(s.chunk_rows));
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
       const int64_t rows = std::min(s.chunk_rows, R - r0);
       float* z = keep ? s.logits.data() + r0 * V : block.data();
+      std::fill(run.begin(), run.end(), RunningLse{});
       parallel_for(rows, kTileRows, [&](int64_t i0, int64_t i1) {
-        std::vector<float> scratch(sig ? static_cast<size_t>(V) : 0);
-        for (int64_t c0 = i0; c0 < i1; c0 += kTileRows) {
-          const int64_t c1 = std::min(i1, c0 + kTileRows);
-          chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + c0, c1 - c0, E, V,
-                       z + c0 * V);
-          for (int64_t i = c0; i < c1; ++i) {
-            const int64_t r = r0 + i, t = targets[r / K];
-            add_bias(z + i * V, s.b.data(), V);
-            const float* zr = z + i * V;
-            if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for backward
-              for (int64_t j = 0; j < V; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
-              zr = scratch.data();
+        std::vector<float> scratch(sig ? static_cast<size_t>(kSlabCols) : 0);
+        for (int64_t c0 = 0; c0 < V; c0 += kSlabCols) {
+          const int64_t c1 = std::min(V, c0 + kSlabCols), w = c1 - c0;
+          for (int64_t t0 = i0; t0 < i1; t0 += kTileRows) {
+            const int64_t t1 = std::min(i1, t0 + kTileRows);
+            chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + t0, t1 - t0, c0,
+                         c1, E, V, z + t0 * V + c0);
+            for (int64_t i = t0; i < t1; ++i) {
+              float* zr = z + i * V + c0;
+              add_bias(zr, s.b.data() + c0, w);
+              const float* xr = zr;
+              if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for backward
+                for (int64_t j = 0; j < w; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
+                xr = scratch.data();
+              }
+              const int64_t t = targets[(r0 + i) / K];
+              if (t >= c0 && t < c1) z_target[i] = xr[t - c0];
+              run[i].add(xr, w, row_max(xr, w));
             }
-            const float m = row_max(zr, V);
-            const float log_sum = static_cast<float>(std::log(sum_exp<false>(zr, V, m, nullptr)));
-            s.lse[r] = m + log_sum;
-            comp[r] = (zr[t] - m) - log_sum;
           }
         }
       });
+      for (int64_t i = 0; i < rows; ++i) {
+        const float m = run[i].max, log_sum = static_cast<float>(std::log(run[i].sum));
+        s.lse[r0 + i] = m + log_sum;
+        comp[r0 + i] = (z_target[i] - m) - log_sum;
+      }
     }
   }
   // Mix in log space: a_nk = log π_nk + c_nk; nll_n = -logsumexp_k a_nk; r_nk = softmax_k a_nk.
@@ -250,7 +280,7 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
       const int64_t rows = std::min(s.chunk_rows, R - r0);
       // The kept logits are overwritten with their gradient: backward runs once per graph.
       float* z = kept ? logits.data() + r0 * V : block.data();
-      if (!kept) chunk_logits(s.ctx.data(), s.W.data(), nullptr, r0, rows, E, V, z);
+      if (!kept) chunk_logits(s.ctx.data(), s.W.data(), nullptr, r0, rows, 0, V, E, V, z);
       logits_to_grad(s, scale, r0, rows, V, /*with_bias=*/!kept, z);
       // d ctx = dz W;  [d W^T; d b] += [ctx, 1]^T dz — chunks in a fixed order.
       if (s.need_ctx)

@@ -453,13 +453,28 @@ PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb
   }
 }
 
+int64_t PackedB::panel_cols() const {
+  return gemm_detail::arch_of(static_cast<GemmKernel>(kernel_)).nr;
+}
+
 void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                    const PackedB& B, float beta, float* C, int64_t ldc) {
-  using namespace gemm_detail;
   if (N != B.N_ || K != B.K_)
     throw std::invalid_argument("gemm_packed_b: the product is " + std::to_string(K) + "x" +
                                 std::to_string(N) + " but B was packed as " + std::to_string(B.K_) +
                                 "x" + std::to_string(B.N_));
+  gemm_packed_b_cols(M, 0, N, K, alpha, A, lda, B, beta, C, ldc);
+}
+
+void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha, const float* A,
+                        int64_t lda, const PackedB& B, float beta, float* C, int64_t ldc) {
+  using namespace gemm_detail;
+  if (K != B.K_ || j0 < 0 || N < 0 || j0 + N > B.N_ || (B.N_ > 0 && j0 % B.panel_cols() != 0))
+    throw std::invalid_argument("gemm_packed_b_cols: columns [" + std::to_string(j0) + ", " +
+                                std::to_string(j0 + N) + ") with K = " + std::to_string(K) +
+                                " of a B packed as " + std::to_string(B.K_) + "x" +
+                                std::to_string(B.N_) +
+                                " (the first column must start a packed panel)");
   const GemmKernel now =
       gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
   if (static_cast<int>(now) != B.kernel_ || gemm_path() == GemmPath::kReference)
@@ -478,9 +493,10 @@ void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A,
       const int64_t m = std::min(mc, i1 - ic);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
+        // Micro-panel q of block b starts q*nr*ceil(kc/k_per_slot) slots in (the constructor).
+        const float* panel = B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);
         g.pack_a(false, A + ic * lda + pc, lda, m, kc, Ap);
-        g.macro(m, N, kc, Ap, B.data_.get() + b * B.block_floats_, 0, alpha, b == 0 ? beta : 1.0f,
-                C + ic * ldc, ldc);
+        g.macro(m, N, kc, Ap, panel, 0, alpha, b == 0 ? beta : 1.0f, C + ic * ldc, ldc);
       }
     }
   };

@@ -49,8 +49,13 @@ class PackedB {
   PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb);
   int64_t rows() const { return K_; }  // K
   int64_t cols() const { return N_; }  // N
+  // Columns per packed micro-panel (the kernel's nr): a slab for gemm_packed_b_cols starts on a
+  // multiple of it.
+  int64_t panel_cols() const;
 
  private:
+  friend void gemm_packed_b_cols(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                                 const PackedB&, float, float*, int64_t);
   friend void gemm_packed_b(int64_t, int64_t, int64_t, float, const float*, int64_t, const PackedB&,
                             float, float*, int64_t);
   int kernel_ = 0;  // the GemmKernel it was packed for
@@ -63,6 +68,11 @@ class PackedB {
 // region (as the LSTM's team does), else split by rows.
 void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                    const PackedB& B, float beta, float* C, int64_t ldc);
+// The same for a slab of B's columns: C[M,N] = alpha * A[M,K] * B[:, j0:j0+N] + beta * C, where j0
+// is a multiple of B.panel_cols() (N need not be). Same bits as the matching columns of
+// gemm_packed_b: the head computes its logits a cache-sized slab of the vocabulary at a time.
+void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha, const float* A,
+                        int64_t lda, const PackedB& B, float beta, float* C, int64_t ldc);
 
 // The number format of the operands of mg::gemm, for the whole process (--precision fp32|bf16):
 //  * kFp32 (the default): FP32 operands, FP32 accumulation; every result is as before, bit for bit.

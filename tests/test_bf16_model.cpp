@@ -206,6 +206,16 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
         EXPECT_EQ(0, std::memcmp(out.data(), want.data(), sizeof(float) * want.numel()))
             << (p == GemmPrecision::kBf16 ? "bf16 " : "fp32 ") << s.M << "x" << s.K << "@" << s.K
             << "x" << s.N << (s.tb ? " NT" : "") << ", " << threads << " threads";
+        // Slabs of columns (the head's forward): each gives the same bits as those columns of
+        // the whole product; a slab may start on any packed panel and end anywhere.
+        const int64_t step = 2 * packed.panel_cols() < s.N ? 2 * packed.panel_cols() : s.N;
+        Tensor slabs = fresh(C0);
+        for (int64_t j0 = 0; j0 < s.N; j0 += step)
+          gemm_packed_b_cols(s.M, j0, std::min(step, s.N - j0), s.K, 0.5f, A.data(), s.K, packed,
+                             1.0f, slabs.data() + j0, s.N);
+        EXPECT_EQ(0, std::memcmp(slabs.data(), want.data(), sizeof(float) * want.numel()))
+            << "slabs of " << step << " columns: " << s.M << "x" << s.K << "@" << s.K << "x"
+            << s.N << ", " << threads << " threads";
       }
     }
   set_num_threads(saved);
@@ -214,6 +224,12 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
   Tensor C = Tensor::zeros({3, 6});
   const PackedB packed(false, 4, 6, B.data(), 6);
   EXPECT_THROW(gemm_packed_b(3, 5, 4, 1.0f, A.data(), 4, packed, 0.0f, C.data(), 6),
+               std::invalid_argument);
+  if (packed.panel_cols() > 1) {  // a slab that does not start a packed panel
+    EXPECT_THROW(gemm_packed_b_cols(3, 1, 5, 4, 1.0f, A.data(), 4, packed, 0.0f, C.data(), 6),
+                 std::invalid_argument);
+  }
+  EXPECT_THROW(gemm_packed_b_cols(3, 0, 7, 4, 1.0f, A.data(), 4, packed, 0.0f, C.data(), 6),
                std::invalid_argument);
   if (have_bf16()) {
     const GemmPrecisionScope bf16(GemmPrecision::kBf16);

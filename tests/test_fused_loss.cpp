@@ -14,8 +14,9 @@ using Inputs = std::vector<Tensor>;
 
 TEST(FusedLoss, MatchesThePlainPathForEveryHead) {
   // N = 140 rows (T=35, B=4), K=3 -> 420 context rows: when recomputed, four chunks of 128 with a
-  // ragged tail; when kept, one GEMM over all of them.
-  const int64_t N = 140, B = 4, H = 9, E = 6, K = 3, V = 257;
+  // ragged tail; when kept, one GEMM over all of them. V = 1700: the forward's slabs of 768
+  // vocabulary columns, two whole and a ragged one, with targets in each.
+  const int64_t N = 140, B = 4, H = 9, E = 6, K = 3, V = 1700;
   for (int64_t keep_limit :
        {int64_t{64} << 20, int64_t{0}})  // logits kept for backward / recomputed
     for (HeadKind kind :

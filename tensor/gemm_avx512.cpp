@@ -17,6 +17,8 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+
 #include "tensor/gemm_avx512_tile.h"
 
 #define MG_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
@@ -76,8 +78,21 @@ MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const fl
     const int n_last = cols - 16 * (nv - 1);
     const float* b = ldb_direct ? Bp + jr : Bp + jr * kc;
     const int64_t bs = ldb_direct ? ldb_direct : 16 * nv;
+    // A B read in place has its kc rows ldb_direct apart (40 KB in the head's d W, whose B is the
+    // logits' gradient in DRAM): the hardware prefetcher does not follow, and the first A
+    // micro-panel to use a B micro-panel waited for all of it. So while this one is in use, the
+    // next one is prefetched into L2, a share of its rows before each micro-kernel call.
+    const bool prefetch_next = ldb_direct && jr + kNr < n;
+    const int64_t share = prefetch_next ? (kc * kMr + m - 1) / m : 0;  // rows per call
+    int64_t next_row = 0;
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
+      for (const int64_t end = std::min(kc, next_row + share); next_row < end; ++next_row) {
+        const char* row = reinterpret_cast<const char*>(b + kNr + next_row * ldb_direct);
+        _mm_prefetch(row, _MM_HINT_T1);
+        _mm_prefetch(row + 64, _MM_HINT_T1);
+        _mm_prefetch(row + 128, _MM_HINT_T1);
+      }
       kMicro[rows - 1][nv - 1](kc, Ap + ir * kc, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
                                n_last);
     }

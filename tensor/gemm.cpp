@@ -189,6 +189,9 @@ struct Problem {
   const float* b_at(int64_t k, int64_t j) const { return tb ? B + j * ldb + k : B + k * ldb + j; }
 };
 
+// Products with at most this many columns read a row-major A in place (run_block).
+constexpr int64_t kDirectAMaxN = 512;
+
 // Below this many multiply-adds one core finishes before a second one would have woken up.
 constexpr double kParallelMinWork = 96.0 * 96.0 * 96.0;
 
@@ -246,6 +249,10 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
   }
   // The general case (Goto & van de Geijn, BLIS): a kc x nc panel of B packed once per (jc, pc)
   // and kept in L3 while every mc x kc block of A is packed (into L2) and multiplied with it.
+  // A row-major A is read in place instead when C is narrow: each packed A element would serve
+  // only N columns (the head's d ctx = dz W, N = 200: packing its 140 MB dz was 11% of the
+  // product), while the kernel reads the rows in place as fast as packed ones.
+  const bool direct_a = g.macro_a_direct && !p.ta && p.N <= kDirectAMaxN;
   const int64_t nc_max = round_up(ceil_div(n_all, ceil_div(n_all, g.nc)), g.nr);
   float* Bp = tl_b.get(static_cast<size_t>(nc_max * kc_blk));
   for (int64_t jc = j0; jc < j1; jc += nc_max) {
@@ -256,6 +263,11 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
       g.pack_b(p.tb, p.b_at(pc, jc), p.ldb, kc, nc, Bp);
       for (int64_t ic = i0; ic < i1; ic += mc) {
         const int64_t m = std::min(mc, i1 - ic);
+        if (direct_a) {
+          g.macro_a_direct(m, nc, kc, p.a_at(ic, pc), p.lda, Bp, p.alpha, beta,
+                           p.C + ic * p.ldc + jc, p.ldc);
+          continue;
+        }
         g.pack_a(p.ta, p.a_at(ic, pc), p.lda, m, kc, Ap);
         g.macro(m, nc, kc, Ap, Bp, 0, p.alpha, beta, p.C + ic * p.ldc + jc, p.ldc);
       }

@@ -33,9 +33,12 @@ constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
 // of the last vector are inside C: the edge tile costs masked loads/stores, not a scalar path.
 // Every element sees the same fma chain whatever the tile shape, so results do not depend on where
 // the tile edges fall (and hence on the thread split).
-template <int M, int NV>
-MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
-                     float* __restrict c, int64_t ldc, float alpha, float beta, int n_last) {
+// lda != 0: A is not packed but read in place, row i of the tile at a + i*lda (macro_a_direct):
+// the same products in the same order, so the same bits.
+template <int M, int NV, bool kDirectA>
+MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
+                     int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
+                     int n_last) {
   __m512 acc[M][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
@@ -49,24 +52,26 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, const float* __restr
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
 #pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
-      const __m512 ai = _mm512_set1_ps(a[i]);
+      const __m512 ai = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i]);
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
     }
-    a += kMr;
+    if (!kDirectA) a += kMr;
     b += bs;
   }
   // n_last (1..16) columns of the last vector are inside C.
   store_c_tile<M, NV>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
 }
 
-using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float,
-                         float, int);
+using MicroFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                        float, float, int);
 
-template <int M>
-constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>, micro<M, 3>};
-const MicroFn* const kMicro[kMr] = {micro_row<1>, micro_row<2>, micro_row<3>, micro_row<4>,
-                                    micro_row<5>, micro_row<6>, micro_row<7>, micro_row<8>};
+template <int M, bool D>
+constexpr MicroFn micro_row[kNv] = {micro<M, 1, D>, micro<M, 2, D>, micro<M, 3, D>};
+template <bool D>
+constexpr const MicroFn* kMicro[kMr] = {micro_row<1, D>, micro_row<2, D>, micro_row<3, D>,
+                                        micro_row<4, D>, micro_row<5, D>, micro_row<6, D>,
+                                        micro_row<7, D>, micro_row<8, D>};
 
 MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
                      int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
@@ -93,8 +98,26 @@ MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const fl
         _mm_prefetch(row + 64, _MM_HINT_T1);
         _mm_prefetch(row + 128, _MM_HINT_T1);
       }
-      kMicro[rows - 1][nv - 1](kc, Ap + ir * kc, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
-                               n_last);
+      kMicro<false>[rows - 1][nv - 1](kc, Ap + ir * kc, 0, b, bs, C + ir * ldc + jr, ldc, alpha,
+                                      beta, n_last);
+    }
+  }
+}
+
+// macro with A read in place (rows lda apart, not packed) and B packed: for products with few
+// columns (the head's d ctx = dz W: 200), where packing A costs more than it saves. The B
+// micro-panel order is macro's; each A micro-panel (8 rows of kc floats) is read from L2 once
+// per B micro-panel.
+MG_AVX512 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
+                              const float* Bp, float alpha, float beta, float* C, int64_t ldc) {
+  for (int64_t jr = 0; jr < n; jr += kNr) {
+    const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
+    const int nv = (cols + 15) / 16;
+    const int n_last = cols - 16 * (nv - 1);
+    for (int64_t ir = 0; ir < m; ir += kMr) {
+      const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
+      kMicro<true>[rows - 1][nv - 1](kc, A + ir * lda, lda, Bp + jr * kc, 16 * nv,
+                                     C + ir * ldc + jr, ldc, alpha, beta, n_last);
     }
   }
 }
@@ -216,7 +239,12 @@ const Arch& arch_avx512() {
   //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
   static const Arch arch = {"avx512",   kMr,         kNr,    16,     /*mc=*/256,
                             /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro};
-  return arch;
+  static const Arch with_direct_a = [] {
+    Arch a = arch;
+    a.macro_a_direct = macro_a_direct;
+    return a;
+  }();
+  return with_direct_a;
 }
 
 }  // namespace mg::gemm_detail

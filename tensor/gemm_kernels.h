@@ -68,6 +68,9 @@ struct Arch {
   // kc-deep B panel starts q*nr*ceil(kc/k_per_slot) slots in, which lets mg::PackedB pack slabs of
   // columns on several threads.
   int k_per_slot = 1;
+  // Optional (nullptr: not available): macro with A read in place, rows lda apart, B packed.
+  void (*macro_a_direct)(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
+                         const float* Bp, float alpha, float beta, float* C, int64_t ldc) = nullptr;
 };
 
 // Defined in gemm_avx512.cpp / gemm_avx2.cpp. They only describe the kernels: calling the routines

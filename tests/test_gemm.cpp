@@ -271,6 +271,47 @@ TEST(Gemm, BitwiseIndependentOfThreadCount) {
   mg::set_num_threads(saved);
 }
 
+// Narrow products (N <= 512, A not transposed) read A in place instead of packing it (run_block's
+// direct_a; the head's d ctx = dz W). The same A stored transposed is always packed, so the two
+// calls run the same fma chains on the same values: their results must be bitwise equal. Shapes
+// cross the A blocks (mc = 256 rows per thread), the kc blocks, the 8-row and 48-column tiles, and
+// A has NaN padding columns that an in-place read past its rows would pick up.
+TEST(Gemm, AReadInPlaceGivesThePackedBits) {
+  const int saved = mg::num_threads();
+  struct S {
+    int64_t M, N, K, pad_a;
+    float beta;
+  };
+  const S shapes[] = {{700, 200, 1100, 3, 0.0f}, {1301, 77, 600, 0, 1.0f},
+                      {517, 512, 513, 5, 0.5f},  {600, 5, 40, 1, 0.0f},
+                      {263, 49, 1030, 0, 1.0f}};
+  uint32_t seed = 900;
+  for (GemmKernel k : kernels())
+    for (const S& s : shapes)
+      for (int threads : {1, 2}) {
+        mg::set_num_threads(threads);
+        Case direct;
+        direct.M = s.M, direct.N = s.N, direct.K = s.K, direct.pad_a = s.pad_a,
+        direct.beta = s.beta, direct.alpha = 0.75f;
+        const Problem r(direct, seed++);
+        Case packed = direct;  // A^T stored [K, M]: op(A) is the same matrix
+        packed.ta = true, packed.pad_a = 0;
+        Problem rt = r;
+        std::mt19937 unused(1);
+        rt.A = Stored(s.K, s.M, 0, unused);
+        for (int64_t i = 0; i < s.M; ++i)
+          for (int64_t kk = 0; kk < s.K; ++kk) rt.A.v[kk * s.M + i] = r.A.v[i * r.A.ld + kk];
+        const std::vector<float> a = r.compute(k, direct), b = rt.compute(k, packed);
+        expect_matches_reference(r, direct, a, mg::gemm_kernel_name(k));
+        for (size_t i = 0; i < a.size(); ++i)
+          ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+              << mg::gemm_kernel_name(k) << " " << direct.str() << ", " << threads
+              << " threads: element " << i << " is " << a[i] << " read in place, " << b[i]
+              << " packed";
+      }
+  mg::set_num_threads(saved);
+}
+
 // Callers may run products from their own parallel loops (one per sequence, say): gemm then runs
 // single-threaded in each, with per-thread scratch buffers, and gives the same bits as alone.
 TEST(Gemm, ConcurrentCallsFromAParallelRegion) {

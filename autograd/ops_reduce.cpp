@@ -135,7 +135,8 @@ Tensor logsumexp(const Tensor& x_in, int dim, bool keepdim) {
                      if (s.inner == 1)
                        acc = sum_exp<false>(line, s.n, m, nullptr);
                      else
-                       for (int64_t j = 0; j < s.n; ++j) acc += vexp(line[j * s.inner] - m);
+                       for (int64_t j = 0; j < s.n; ++j)  // x - max <= 0: the short exp
+                         acc += vexp_nonpositive(line[j * s.inner] - m);
                      o[w] = m + static_cast<float>(std::log(acc));
                    }
                  });

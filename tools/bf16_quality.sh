@@ -9,8 +9,9 @@
 # layer's tanh by at most 2 ulp (glibc tanhf -> vtanh) moved small-mos's FP32 perplexity from 211.90
 # to 214.79 (1.4%), and that run's bf16 twin came out 2.7% *better* than it; one seed cannot tell a
 # 1% effect of the precision from that (nor could two: small-softmax was +1.21% on two seeds'
-# mean, +0.86% on three). The table gives each seed, the means, and the FP32 spread across seeds
-# to compare the difference with.
+# mean, +0.86% on three; nor three, always: small-mos was -1.05% on three, bf16 ahead, and -0.74%
+# on five). The table gives each seed, the means, and the FP32 spread across seeds to compare the
+# difference with; with BF16_QUALITY_REUSE=1, more seeds add to the finished runs.
 # Runs go to runs/bf16-quality/<preset>-<precision> for seed 1 (the models README's `mosgrad rank`
 # examples use) and <preset>-<precision>-seed<N> for the others. They are this script's: each is
 # replaced, unless BF16_QUALITY_REUSE=1 and its log shows it finished the same number of steps.

@@ -19,7 +19,6 @@
 // extra memory is then one [chunk, V] block instead of ~6 [N*K, V].
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 
 #include "autograd/ops.h"
 #include "nn/heads.h"

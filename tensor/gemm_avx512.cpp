@@ -73,8 +73,12 @@ constexpr const MicroFn* kMicro[kMr] = {micro_row<1, D>, micro_row<2, D>, micro_
                                         micro_row<4, D>, micro_row<5, D>, micro_row<6, D>,
                                         micro_row<7, D>, micro_row<8, D>};
 
-MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
-                     int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
+// The macro-kernel over an m x n block of C. A is packed (lda == 0: micro-panel ir/8 at A + ir*kc)
+// or read in place (rows lda apart: macro_a_direct); B is packed, or read in place with rows
+// ldb_direct apart.
+MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
+                         const float* Bp, int64_t ldb_direct, float alpha, float beta, float* C,
+                         int64_t ldc) {
   // jr outer, ir inner: one B micro-panel (kc x 48) is reused by all the A micro-panels of the
   // block (which stream from L2) while it is hot in L1/L2.
   for (int64_t jr = 0; jr < n; jr += kNr) {
@@ -98,28 +102,24 @@ MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const fl
         _mm_prefetch(row + 64, _MM_HINT_T1);
         _mm_prefetch(row + 128, _MM_HINT_T1);
       }
-      kMicro<false>[rows - 1][nv - 1](kc, Ap + ir * kc, 0, b, bs, C + ir * ldc + jr, ldc, alpha,
-                                      beta, n_last);
+      const MicroFn f = lda ? kMicro<true>[rows - 1][nv - 1] : kMicro<false>[rows - 1][nv - 1];
+      f(kc, lda ? A + ir * lda : A + ir * kc, lda, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
+        n_last);
     }
   }
 }
 
-// macro with A read in place (rows lda apart, not packed) and B packed: for products with few
-// columns (the head's d ctx = dz W: 200), where packing A costs more than it saves. The B
-// micro-panel order is macro's; each A micro-panel (8 rows of kc floats) is read from L2 once
-// per B micro-panel.
+MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
+                     int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
+  macro_any(m, n, kc, Ap, 0, Bp, ldb_direct, alpha, beta, C, ldc);
+}
+
+// A read in place (rows lda apart, not packed), B packed: for products with few columns (the
+// head's d ctx = dz W: 200), where packing A costs more than it saves. Each A micro-panel (8 rows
+// of kc floats) is read from L2 once per B micro-panel.
 MG_AVX512 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
                               const float* Bp, float alpha, float beta, float* C, int64_t ldc) {
-  for (int64_t jr = 0; jr < n; jr += kNr) {
-    const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
-    const int nv = (cols + 15) / 16;
-    const int n_last = cols - 16 * (nv - 1);
-    for (int64_t ir = 0; ir < m; ir += kMr) {
-      const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
-      kMicro<true>[rows - 1][nv - 1](kc, A + ir * lda, lda, Bp + jr * kc, 16 * nv,
-                                     C + ir * ldc + jr, ldc, alpha, beta, n_last);
-    }
-  }
+  macro_any(m, n, kc, A, lda, Bp, 0, alpha, beta, C, ldc);
 }
 
 // In-register transpose of 8 rows of 8 floats (unpack, shuffle, then swap 128-bit halves).
@@ -237,14 +237,10 @@ const Arch& arch_avx512() {
   //    not fit L1 but streams from L2 fast enough: 192 bytes per 12 cycles of FMAs.
   //  * mc = 256: the A block (256 x 512 floats, 512 KiB) stays in the core's L2.
   //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
-  static const Arch arch = {"avx512",   kMr,         kNr,    16,     /*mc=*/256,
-                            /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro};
-  static const Arch with_direct_a = [] {
-    Arch a = arch;
-    a.macro_a_direct = macro_a_direct;
-    return a;
-  }();
-  return with_direct_a;
+  static const Arch arch = {"avx512", kMr,    kNr,           16,         /*mc=*/256,
+                            /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro,
+                            /*b_in_place=*/true, /*k_per_slot=*/1, macro_a_direct};
+  return arch;
 }
 
 }  // namespace mg::gemm_detail

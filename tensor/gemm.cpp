@@ -189,9 +189,6 @@ struct Problem {
   const float* b_at(int64_t k, int64_t j) const { return tb ? B + j * ldb + k : B + k * ldb + j; }
 };
 
-// Products with at most this many columns read a row-major A in place (run_block).
-constexpr int64_t kDirectAMaxN = 512;
-
 // Below this many multiply-adds one core finishes before a second one would have woken up.
 constexpr double kParallelMinWork = 96.0 * 96.0 * 96.0;
 
@@ -207,6 +204,18 @@ void scale_c(const Problem& p) {
   });
 }
 
+// The rows of a row-major B that the kc block starting at k = pc reads (columns j0:j0+n): what
+// the block after the current one packs, for the kernel to prefetch. None when B is stored
+// transposed (then the block is kc-wide strips of n rows, not one range) or pc is past K.
+Upcoming next_b_block(const Problem& p, int64_t pc, int64_t kc_blk, int64_t j0, int64_t n) {
+  Upcoming up;
+  if (p.tb || pc >= p.K) return up;
+  const int64_t rows = std::min(kc_blk, p.K - pc);
+  up.begin = reinterpret_cast<const char*>(p.b_at(pc, j0));
+  up.bytes = static_cast<int64_t>(sizeof(float)) * ((rows - 1) * p.ldb + n);
+  return up;
+}
+
 // One thread's share of the product, C[i0:i1, j0:j1], computed with the whole Goto loop nest and
 // the thread's own packed buffers. Threads never share a packed panel, so they never wait for one
 // another inside a call: on a machine shared with other jobs, a barrier per kc block cost more
@@ -218,6 +227,12 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
   // Equal mc blocks, so that the last one is not a sliver.
   const int64_t mc = round_up(ceil_div(m_all, ceil_div(m_all, g.mc)), g.mr);
   float* Ap = tl_a.get(static_cast<size_t>(mc * kc_blk));
+  // A row-major A is not packed as a block when C is narrow (macro_a_direct): each packed A
+  // element would serve only N columns. The FP32 kernel reads A's rows in place (the head's
+  // d ctx = dz W, N = 200: packing its 140 MB dz was 11% of the product; a transposed-B Linear,
+  // 128 x 1000 @ 1000 x 200: 333 -> 428 GFLOP/s); the bf16 kernel, which must round and pair
+  // them, packs one 8-row micro-panel at a time right before its use.
+  const bool direct_a = g.macro_a_direct && !p.ta && p.N <= g.a_direct_max_n;
   if (m_all <= mc) {
     // A single A block (at most mc rows): each B micro-panel is used by this block only, at most
     // mc/mr times. A row-major B is then read in place, rows ldb apart, rather than copied: the
@@ -225,11 +240,23 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
     // packing and 85-90% without; 128 x 200 x 10000 gained 5%). A transposed B is packed one
     // micro-panel at a time, right before its use, so it goes from packing to the kernel
     // through L1/L2 and there is no nc panel at all.
-    float* Bp = tl_b.get(static_cast<size_t>(g.nr * kc_blk));
     const bool direct = !p.tb && g.b_in_place;
+    // With B read in place, A is packed as a block (the kernel reads one of the two packed). With
+    // A not, B is packed whole (n_all <= a_direct_max_n columns) for each A micro-panel to run
+    // against, and the kernel is told which rows of B the next kc block packs, to prefetch them
+    // while it computes (from memory, that packing was 11% of the bf16 d ctx = dz W).
+    const bool a_in_place = direct_a && !direct;
+    const int64_t b_cols = a_in_place ? round_up(n_all, g.nr) : g.nr;
+    float* Bp = tl_b.get(static_cast<size_t>(b_cols * kc_blk));
     for (int64_t pc = 0; pc < p.K; pc += kc_blk) {
       const int64_t kc = std::min(kc_blk, p.K - pc);
       const float beta = pc == 0 ? p.beta : 1.0f;
+      if (a_in_place) {
+        g.pack_b(p.tb, p.b_at(pc, j0), p.ldb, kc, n_all, Bp);
+        g.macro_a_direct(m_all, n_all, kc, p.a_at(i0, pc), p.lda, Bp, p.alpha, beta,
+                         p.C + i0 * p.ldc + j0, p.ldc, next_b_block(p, pc + kc, kc_blk, j0, n_all));
+        continue;
+      }
       g.pack_a(p.ta, p.a_at(i0, pc), p.lda, m_all, kc, Ap);
       int64_t j = j0;
       if (direct) {
@@ -248,11 +275,8 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
     return;
   }
   // The general case (Goto & van de Geijn, BLIS): a kc x nc panel of B packed once per (jc, pc)
-  // and kept in L3 while every mc x kc block of A is packed (into L2) and multiplied with it.
-  // A row-major A is read in place instead when C is narrow: each packed A element would serve
-  // only N columns (the head's d ctx = dz W, N = 200: packing its 140 MB dz was 11% of the
-  // product), while the kernel reads the rows in place as fast as packed ones.
-  const bool direct_a = g.macro_a_direct && !p.ta && p.N <= kDirectAMaxN;
+  // and kept in L3 while every mc x kc block of A is packed (into L2, or read in place: direct_a)
+  // and multiplied with it.
   const int64_t nc_max = round_up(ceil_div(n_all, ceil_div(n_all, g.nc)), g.nr);
   float* Bp = tl_b.get(static_cast<size_t>(nc_max * kc_blk));
   for (int64_t jc = j0; jc < j1; jc += nc_max) {
@@ -265,7 +289,7 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
         const int64_t m = std::min(mc, i1 - ic);
         if (direct_a) {
           g.macro_a_direct(m, nc, kc, p.a_at(ic, pc), p.lda, Bp, p.alpha, beta,
-                           p.C + ic * p.ldc + jc, p.ldc);
+                           p.C + ic * p.ldc + jc, p.ldc, Upcoming());
           continue;
         }
         g.pack_a(p.ta, p.a_at(ic, pc), p.lda, m, kc, Ap);

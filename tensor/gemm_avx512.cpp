@@ -118,7 +118,8 @@ MG_AVX512 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const fl
 // head's d ctx = dz W: 200), where packing A costs more than it saves. Each A micro-panel (8 rows
 // of kc floats) is read from L2 once per B micro-panel.
 MG_AVX512 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
-                              const float* Bp, float alpha, float beta, float* C, int64_t ldc) {
+                              const float* Bp, float alpha, float beta, float* C, int64_t ldc,
+                              const Upcoming& /*upcoming: not prefetched*/) {
   macro_any(m, n, kc, A, lda, Bp, 0, alpha, beta, C, ldc);
 }
 
@@ -239,7 +240,8 @@ const Arch& arch_avx512() {
   //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
   static const Arch arch = {"avx512", kMr,    kNr,           16,         /*mc=*/256,
                             /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro,
-                            /*b_in_place=*/true, /*k_per_slot=*/1, macro_a_direct};
+                            /*b_in_place=*/true, /*k_per_slot=*/1, macro_a_direct,
+                            /*a_direct_max_n=*/512};
   return arch;
 }
 

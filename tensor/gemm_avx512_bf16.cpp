@@ -32,26 +32,37 @@ namespace mg::gemm_detail {
 namespace {
 
 constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
+constexpr int64_t kKc = 512;  // the kc block, in k (not pairs)
 
 inline int64_t pairs(int64_t kc) {
   return (kc + 1) / 2;
 }
 
+// What one micro-kernel call prefetches while it runs (macro_a_direct), spread over its k loop: a
+// burst of prefetches before each call stalled on the miss buffers. Lines [a_first, a_end) of the
+// next A micro-panel, whose rows (lda apart) have a_per_row lines each, numbered row by row, into
+// L1; lines [up_first, up_end) of the driver's upcoming range (Upcoming) into L2.
+struct Prefetches {
+  const float* a = nullptr;  // row 0 of the next A micro-panel
+  int64_t lda = 0, a_first = 0, a_end = 0, a_per_row = 1;
+  const char* up = nullptr;
+  int64_t up_first = 0, up_end = 0;
+};
+
 // Tile of M <= 8 rows and NV <= 3 vectors of C, from kc2 pairs of k. Same structure, register use
 // and edge handling as the FP32 micro-kernel in gemm_avx512.cpp; the B row is a vector of 16
-// pairs and A a broadcast pair.
-template <int M, int NV>
+// pairs and A a broadcast pair. kPrefetch: also issue pf's prefetches, a share every 16 pairs.
+template <int M, int NV, bool kPrefetch>
 MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __restrict b,
                    int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
-                   int n_last) {
+                   int n_last, const Prefetches* pf) {
   __m512 acc[M][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   prefetch_c_tile<M, NV>(c, ldc);
-#pragma GCC unroll 4
-  for (int64_t q = 0; q < kc2; ++q) {
+  const auto k_step = [&] {
     __m512bh bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
@@ -63,17 +74,49 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
     }
     a += kMr;
     b += bs;
+  };
+  if constexpr (!kPrefetch) {
+#pragma GCC unroll 4
+    for (int64_t q = 0; q < kc2; ++q) k_step();
+  } else {
+    const int64_t blocks = (kc2 + 15) / 16;
+    int64_t a_line = pf->a_first, up_line = pf->up_first;
+    for (int64_t q0 = 0, blk = 1; q0 < kc2; q0 += 16, ++blk) {
+      for (const int64_t to = pf->a_first + (pf->a_end - pf->a_first) * blk / blocks; a_line < to;
+           ++a_line)
+        _mm_prefetch(reinterpret_cast<const char*>(pf->a + a_line / pf->a_per_row * pf->lda +
+                                                   16 * (a_line % pf->a_per_row)),
+                     _MM_HINT_T0);
+      for (const int64_t to = pf->up_first + (pf->up_end - pf->up_first) * blk / blocks;
+           up_line < to; ++up_line)
+        _mm_prefetch(pf->up + 64 * up_line, _MM_HINT_T1);
+      const int64_t q1 = q0 + 16 < kc2 ? q0 + 16 : kc2;
+#pragma GCC unroll 4
+      for (int64_t q = q0; q < q1; ++q) k_step();
+    }
   }
   // n_last (1..16) columns of the last vector are inside C.
   store_c_tile<M, NV>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
 }
 
+// The same tile with A read in place: row i of the tile is kc floats at a + i*lda, FP32. Every 32
+// k, each row's next 32 floats are rounded and paired (VCVTNE2PS2BF16 of two rows of 16 floats
+// gives 16 pairs in k order, exactly the words pack_a would have stored) into a small buffer the
+// k loop broadcasts from, like from a packed A: the same pairs, the same VDPBF16PS chain, the same
+// bits. The conversion is redone for every B micro-panel, 2 loads + 1 convert + 1 store per row
+// per 16 pairs against 48 VDPBF16PS; in exchange A is never written out, and its first reads
+// from memory overlap the multiply-adds instead of preceding them.
 using MicroFn = void (*)(int64_t, const uint32_t*, const uint32_t*, int64_t, float*, int64_t, float,
-                         float, int);
-template <int M>
-constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>, micro<M, 3>};
-const MicroFn* const kMicro[kMr] = {micro_row<1>, micro_row<2>, micro_row<3>, micro_row<4>,
-                                    micro_row<5>, micro_row<6>, micro_row<7>, micro_row<8>};
+                         float, int, const Prefetches*);
+template <int M, bool P>
+constexpr MicroFn micro_row[kNv] = {micro<M, 1, P>, micro<M, 2, P>, micro<M, 3, P>};
+template <bool P>
+constexpr const MicroFn* kMicro[kMr] = {micro_row<1, P>, micro_row<2, P>, micro_row<3, P>,
+                                        micro_row<4, P>, micro_row<5, P>, micro_row<6, P>,
+                                        micro_row<7, P>, micro_row<8, P>};
+
+MG_BF16 void pack_pairs_transposed(const float* src, int64_t ld, int rows, int64_t kc,
+                                   uint32_t* dst, int64_t dst_ld);
 
 MG_BF16 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap_f, const float* Bp_f,
                    int64_t /*ldb_direct: never, b_in_place is false*/, float alpha, float beta,
@@ -87,8 +130,48 @@ MG_BF16 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap_f, const fl
     const int n_last = cols - 16 * (nv - 1);
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
-      kMicro[rows - 1][nv - 1](kc2, Ap + ir * kc2, Bp + jr * kc2, 16 * nv, C + ir * ldc + jr, ldc,
-                               alpha, beta, n_last);
+      kMicro<false>[rows - 1][nv - 1](kc2, Ap + ir * kc2, Bp + jr * kc2, 16 * nv,
+                                      C + ir * ldc + jr, ldc, alpha, beta, n_last, nullptr);
+    }
+  }
+}
+
+// A not packed as a block but one micro-panel (8 rows) at a time, right before its use by all
+// the B micro-panels (ir outer), into a buffer that stays in L1; the next one is prefetched
+// meanwhile, a share per B micro-panel. For narrow products with a large A (the head's
+// d ctx = dz W: 700 x 10000 @ 10000 x 200, dz 28 MB from DRAM), where packing the whole block
+// first read all of it from memory with no multiply-adds to overlap (14% of the product), and
+// packing B's next kc block, also from memory, was another 11%: the driver names it (upcoming)
+// and it is prefetched into L2 here, a share per call.
+MG_BF16 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
+                            const float* Bp_f, float alpha, float beta, float* C, int64_t ldc,
+                            const Upcoming& upcoming) {
+  const auto* Bp = reinterpret_cast<const uint32_t*>(Bp_f);
+  const int64_t kc2 = pairs(kc);
+  // The driver's kc blocks are at most kKc deep: 8 rows x kKc/2 pairs, 8 KiB.
+  alignas(64) static thread_local uint32_t panel[kMr * kKc / 2];
+  const int64_t panels = (n + kNr - 1) / kNr, calls = (m + kMr - 1) / kMr * panels;
+  const int64_t up_lines = (upcoming.bytes + 63) / 64;
+  Prefetches pf;
+  pf.lda = lda;
+  pf.a_per_row = (kc + 15) / 16;  // cache lines per row (if 64-byte aligned)
+  pf.up = upcoming.begin;
+  int64_t call = 0;
+  for (int64_t ir = 0; ir < m; ir += kMr) {
+    const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
+    const int64_t next_rows = m - ir - kMr < 0 ? 0 : (m - ir - kMr < kMr ? m - ir - kMr : kMr);
+    pack_pairs_transposed(A + ir * lda, lda, rows, kc, panel, kMr);
+    pf.a = A + (ir + kMr) * lda;
+    for (int64_t jr = 0, jp = 0; jr < n; jr += kNr, ++jp, ++call) {
+      const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
+      const int nv = (cols + 15) / 16;
+      const int n_last = cols - 16 * (nv - 1);
+      pf.a_first = next_rows * pf.a_per_row * jp / panels;
+      pf.a_end = next_rows * pf.a_per_row * (jp + 1) / panels;
+      pf.up_first = up_lines * call / calls;
+      pf.up_end = up_lines * (call + 1) / calls;
+      kMicro<true>[rows - 1][nv - 1](kc2, panel, Bp + jr * kc2, 16 * nv, C + ir * ldc + jr, ldc,
+                                     alpha, beta, n_last, &pf);
     }
   }
 }
@@ -237,13 +320,14 @@ MG_BF16 void pack_b(bool trans, const float* B, int64_t ldb, int64_t kc, int64_t
 const Arch& arch_avx512_bf16() {
   // Same register tile, kc and nc as the FP32 kernel. kc counts k (not pairs). A packed A block
   // is half the FP32 one's bytes, so mc doubles to 512 (512 x 512 pairs of bf16 = 512 KiB, the
-  // L2 share the FP32 block has): the head's backward 700 x 10000 @ 10000 x 200 then packs each
-  // thread's 350 rows as one block and each B micro-panel right before use, instead of a whole
-  // kc x 200 B panel per thread that spills to L3 (bench_gemm, 2 threads, Zen 5: 622 -> 688
-  // GFLOP/s; 1024^3 723 -> 837).
+  // L2 share the FP32 block has; bench_gemm, 2 threads, Zen 5: 1024^3 723 -> 837 GFLOP/s).
+  // macro_a_direct up to N = 256: its whole kc x N B panel (256 KiB at most) stays in L2 next to
+  // the streaming A; wider ones lost to packing A as a block (128 x 1600 @ 1600 x 400: 757 -> 684
+  // GFLOP/s), narrower ones gained (700 x 10000 @ 10000 x 200: 690 -> 840).
   static const Arch arch = {"avx512_bf16",       kMr,         kNr,    16,     /*mc=*/512,
-                            /*kc=*/512,          /*nc=*/3072, pack_a, pack_b, macro,
-                            /*b_in_place=*/false, /*k_per_slot=*/2};
+                            /*kc=*/kKc,          /*nc=*/3072, pack_a, pack_b, macro,
+                            /*b_in_place=*/false, /*k_per_slot=*/2, macro_a_direct,
+                            /*a_direct_max_n=*/256};
   return arch;
 }
 

@@ -68,9 +68,22 @@ struct Arch {
   // kc-deep B panel starts q*nr*ceil(kc/k_per_slot) slots in, which lets mg::PackedB pack slabs of
   // columns on several threads.
   int k_per_slot = 1;
-  // Optional (nullptr: not available): macro with A read in place, rows lda apart, B packed.
+  // Optional (nullptr: not available): macro with A not packed by the driver, rows lda apart (the
+  // kernel reads them in place, or packs a micro-panel at a time), B packed.
+  // `upcoming` is memory the driver reads right after this call (the next kc block of B, to be
+  // packed): the kernel may prefetch it, a little at a time while it computes.
   void (*macro_a_direct)(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
-                         const float* Bp, float alpha, float beta, float* C, int64_t ldc) = nullptr;
+                         const float* Bp, float alpha, float beta, float* C, int64_t ldc,
+                         const struct Upcoming& upcoming) = nullptr;
+  // Products with at most this many columns use macro_a_direct when A is row-major: each A
+  // element then serves so few columns that packing A as a block costs more than it saves.
+  int64_t a_direct_max_n = 0;
+};
+
+// A byte range [begin, begin + bytes) a kernel may prefetch into L2; bytes == 0: none.
+struct Upcoming {
+  const char* begin = nullptr;
+  int64_t bytes = 0;
 };
 
 // Defined in gemm_avx512.cpp / gemm_avx2.cpp. They only describe the kernels: calling the routines

@@ -275,16 +275,20 @@ TEST(Gemm, BitwiseIndependentOfThreadCount) {
 // direct_a; the head's d ctx = dz W). The same A stored transposed is always packed, so the two
 // calls run the same fma chains on the same values: their results must be bitwise equal. Shapes
 // cross the A blocks (mc = 256 rows per thread), the kc blocks, the 8-row and 48-column tiles, and
-// A has NaN padding columns that an in-place read past its rows would pick up.
+// A has NaN padding columns that an in-place read past its rows would pick up. With B stored
+// transposed, a single A block (at most mc rows per thread) is read in place too (with B
+// row-major, B is the one read in place there, and A is packed).
 TEST(Gemm, AReadInPlaceGivesThePackedBits) {
   const int saved = mg::num_threads();
   struct S {
     int64_t M, N, K, pad_a;
     float beta;
+    bool tb;
   };
-  const S shapes[] = {{700, 200, 1100, 3, 0.0f}, {1301, 77, 600, 0, 1.0f},
-                      {517, 512, 513, 5, 0.5f},  {600, 5, 40, 1, 0.0f},
-                      {263, 49, 1030, 0, 1.0f}};
+  const S shapes[] = {{700, 200, 1100, 3, 0.0f, false}, {1301, 77, 600, 0, 1.0f, false},
+                      {517, 512, 513, 5, 0.5f, false},  {600, 5, 40, 1, 0.0f, false},
+                      {263, 49, 1030, 0, 1.0f, false},  {263, 49, 1030, 0, 1.0f, true},
+                      {130, 200, 600, 2, 0.0f, true},   {9, 300, 37, 1, 0.5f, true}};
   uint32_t seed = 900;
   for (GemmKernel k : kernels())
     for (const S& s : shapes)
@@ -292,7 +296,7 @@ TEST(Gemm, AReadInPlaceGivesThePackedBits) {
         mg::set_num_threads(threads);
         Case direct;
         direct.M = s.M, direct.N = s.N, direct.K = s.K, direct.pad_a = s.pad_a,
-        direct.beta = s.beta, direct.alpha = 0.75f;
+        direct.beta = s.beta, direct.alpha = 0.75f, direct.tb = s.tb;
         const Problem r(direct, seed++);
         Case packed = direct;  // A^T stored [K, M]: op(A) is the same matrix
         packed.ta = true, packed.pad_a = 0;

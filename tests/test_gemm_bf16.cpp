@@ -245,6 +245,47 @@ TEST(GemmBf16, BitwiseIndependentOfThreadCount) {
   mg::set_num_threads(saved);
 }
 
+// Narrow products (N <= 256, A not transposed) pack A one 8-row micro-panel at a time, right
+// before its use, and run it against the whole B panel (macro_a_direct); the same A stored
+// transposed is packed as a block. Both round the same values to the same pairs and run the same
+// VDPBF16PS chains, so the results must be bitwise equal. Shapes cross the A blocks (mc = 512
+// rows per thread), the kc blocks (an odd one), the 8-row and 48-column tiles, B stored either
+// way, and A has NaN padding columns that a read past its rows would pick up.
+TEST(GemmBf16, AMicroPanelsPackedOnTheFlyGiveTheBlockBits) {
+  SKIP_WITHOUT_BF16();
+  const int saved = mg::num_threads();
+  struct S {
+    bool tb;
+    int64_t M, N, K, pad;
+    float beta;
+  };
+  const S shapes[] = {{false, 700, 200, 1100, 3, 0.0f}, {false, 1301, 77, 600, 0, 1.0f},
+                      {true, 517, 256, 513, 5, 0.5f},   {false, 600, 5, 41, 1, 0.0f},
+                      {true, 263, 49, 1030, 0, 1.0f},   {false, 9, 200, 37, 2, 0.0f}};
+  uint32_t seed = 950;
+  for (const S& s : shapes)
+    for (int threads : {1, 2}) {
+      mg::set_num_threads(threads);
+      Case direct;
+      direct.tb = s.tb, direct.M = s.M, direct.N = s.N, direct.K = s.K, direct.pad = s.pad;
+      direct.alpha = 0.75f, direct.beta = s.beta;
+      const Problem p(direct, seed++);
+      Problem t = p;  // A^T stored [K, M]: op(A) is the same matrix, packed as a block
+      t.c.ta = true;
+      t.lda = s.M;
+      t.A.assign(static_cast<size_t>(s.K * s.M), kNaN);
+      for (int64_t i = 0; i < s.M; ++i)
+        for (int64_t k = 0; k < s.K; ++k) t.A[k * s.M + i] = p.A[i * p.lda + k];
+      const std::vector<float> a = p.bf16(), b = t.bf16();
+      expect_matches_rounded_reference(p, a);
+      for (size_t i = 0; i < a.size(); ++i)
+        ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
+            << direct.str() << ", " << threads << " threads: element " << i << " is " << a[i]
+            << " packed per micro-panel, " << b[i] << " packed as a block";
+    }
+  mg::set_num_threads(saved);
+}
+
 TEST(GemmBf16, PrecisionSwitch) {
   ASSERT_EQ(mg::gemm_precision(), mg::GemmPrecision::kFp32) << "FP32 must be the default";
   if (!have_bf16()) {

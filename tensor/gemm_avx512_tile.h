@@ -15,12 +15,16 @@
 namespace mg::gemm_detail {
 
 // Fetch the C tile (rows ldc apart) while the k loop runs, so the update at the end does not
-// stall on memory.
+// stall on memory. Every line of a row: its 16*NV floats span NV lines, NV+1 if the row does not
+// start a line (a prefetch of only the first and the last float left the middle line of a 48-float
+// row to the update, a miss to memory per row when C is larger than the caches).
 template <int M, int NV>
 MG_AVX512_TILE void prefetch_c_tile(const float* c, int64_t ldc) {
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v)
+      _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * v), _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 16 * NV - 1), _MM_HINT_T0);
   }
 }

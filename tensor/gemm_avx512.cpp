@@ -35,18 +35,24 @@ constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
 // the tile edges fall (and hence on the thread split).
 // lda != 0: A is not packed but read in place, row i of the tile at a + i*lda (macro_a_direct):
 // the same products in the same order, so the same bits.
-template <int M, int NV, bool kDirectA>
+// kPrefetch: also fetch pf's lines into L2, spread over the k loop (macro: the next micro-panel of
+// a B read in place).
+struct PrefetchLines {
+  const char* base = nullptr;  // line l is base + (l / per_row) * ld + 64 * (l % per_row)
+  int64_t ld = 0, per_row = 1, count = 0;
+};
+
+template <int M, int NV, bool kDirectA, bool kPrefetch>
 MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
                      int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
-                     int n_last) {
+                     int n_last, const PrefetchLines* pf) {
   __m512 acc[M][NV];
 #pragma GCC unroll 8
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   prefetch_c_tile<M, NV>(c, ldc);
-#pragma GCC unroll 4
-  for (int64_t k = 0; k < kc; ++k) {
+  const auto k_step = [&](int64_t k) {
     __m512 bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
@@ -58,20 +64,35 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const f
     }
     if (!kDirectA) a += kMr;
     b += bs;
+  };
+  if constexpr (!kPrefetch) {
+#pragma GCC unroll 4
+    for (int64_t k = 0; k < kc; ++k) k_step(k);
+  } else {
+    const int64_t blocks = (kc + 7) / 8;
+    int64_t line = 0;
+    for (int64_t k0 = 0, done = 1; k0 < kc; k0 += 8, ++done) {
+      for (const int64_t to = pf->count * done / blocks; line < to; ++line)
+        _mm_prefetch(pf->base + line / pf->per_row * pf->ld + 64 * (line % pf->per_row),
+                     _MM_HINT_T1);
+      const int64_t k1 = k0 + 8 < kc ? k0 + 8 : kc;
+#pragma GCC unroll 8
+      for (int64_t k = k0; k < k1; ++k) k_step(k);
+    }
   }
   // n_last (1..16) columns of the last vector are inside C.
   store_c_tile<M, NV>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
 }
 
 using MicroFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
-                        float, float, int);
+                         float, float, int, const PrefetchLines*);
 
-template <int M, bool D>
-constexpr MicroFn micro_row[kNv] = {micro<M, 1, D>, micro<M, 2, D>, micro<M, 3, D>};
-template <bool D>
-constexpr const MicroFn* kMicro[kMr] = {micro_row<1, D>, micro_row<2, D>, micro_row<3, D>,
-                                        micro_row<4, D>, micro_row<5, D>, micro_row<6, D>,
-                                        micro_row<7, D>, micro_row<8, D>};
+template <int M, bool D, bool P>
+constexpr MicroFn micro_row[kNv] = {micro<M, 1, D, P>, micro<M, 2, D, P>, micro<M, 3, D, P>};
+template <bool D, bool P>
+constexpr const MicroFn* kMicro[kMr] = {micro_row<1, D, P>, micro_row<2, D, P>, micro_row<3, D, P>,
+                                        micro_row<4, D, P>, micro_row<5, D, P>, micro_row<6, D, P>,
+                                        micro_row<7, D, P>, micro_row<8, D, P>};
 
 // The macro-kernel over an m x n block of C. A is packed (lda == 0: micro-panel ir/8 at A + ir*kc)
 // or read in place (rows lda apart: macro_a_direct); B is packed, or read in place with rows
@@ -91,20 +112,25 @@ MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64
     // logits' gradient in DRAM): the hardware prefetcher does not follow, and the first A
     // micro-panel to use a B micro-panel waited for all of it. So while this one is in use, the
     // next one is prefetched into L2, a share of its rows before each micro-kernel call.
+    // The prefetches are spread over each call's k loop: a burst of them before each call
+    // stalled on the miss buffers.
     const bool prefetch_next = ldb_direct && jr + kNr < n;
     const int64_t share = prefetch_next ? (kc * kMr + m - 1) / m : 0;  // rows per call
     int64_t next_row = 0;
+    PrefetchLines pf;
+    pf.ld = static_cast<int64_t>(sizeof(float)) * ldb_direct;
+    pf.per_row = 3;  // the 192 bytes of a row of the micro-panel
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
-      for (const int64_t end = std::min(kc, next_row + share); next_row < end; ++next_row) {
-        const char* row = reinterpret_cast<const char*>(b + kNr + next_row * ldb_direct);
-        _mm_prefetch(row, _MM_HINT_T1);
-        _mm_prefetch(row + 64, _MM_HINT_T1);
-        _mm_prefetch(row + 128, _MM_HINT_T1);
-      }
-      const MicroFn f = lda ? kMicro<true>[rows - 1][nv - 1] : kMicro<false>[rows - 1][nv - 1];
+      const int64_t end = std::min(kc, next_row + share);
+      pf.base = reinterpret_cast<const char*>(b + kNr + next_row * ldb_direct);
+      pf.count = 3 * (end - next_row);
+      next_row = end;
+      const MicroFn f = lda               ? kMicro<true, false>[rows - 1][nv - 1]
+                        : pf.count > 0    ? kMicro<false, true>[rows - 1][nv - 1]
+                                          : kMicro<false, false>[rows - 1][nv - 1];
       f(kc, lda ? A + ir * lda : A + ir * kc, lda, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
-        n_last);
+        n_last, &pf);
     }
   }
 }

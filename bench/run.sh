@@ -55,12 +55,26 @@ mg_all = {(r["preset"], r.get("precision", "fp32")): r for r in jsonl("mosgrad.j
 pt_all = {(r["preset"], r.get("precision", "fp32")): r for r in jsonl("torch.jsonl")}
 mg = {p: r for (p, prec), r in mg_all.items() if prec == "fp32"}
 pt = {p: r for (p, prec), r in pt_all.items() if prec == "fp32"}
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-flags = open("/proc/cpuinfo").read()
+info = {}
+for l in open("/proc/cpuinfo"):
+    if ":" in l:
+        k, v = (x.strip() for x in l.split(":", 1))
+        info.setdefault(k, v)
+cpu = info.get("model name") or platform.processor()
+flags = set(info.get("flags", "").split())
 isa = "AVX-512" if "avx512f" in flags else ("AVX2" if "avx2" in flags else "SSE")
+# The model name alone ("AMD EPYC") does not say which core: the family and model do.
+fam, model = int(info.get("cpu family", "0")), int(info.get("model", "0"))
+core = {0x1A: "Zen 5", 0x19: "Zen 4" if model >= 0x10 else "Zen 3", 0x17: "Zen / Zen 2"}.get(fam, "") \
+    if info.get("vendor_id") == "AuthenticAMD" else ""
+kernels = [l.split()[2].rstrip(",") for l in open(os.path.join(out, "gemm.txt")) if l.startswith("# kernel ")]
 print("# mosgrad benchmark results\n")
 print("%s — %s (%s), %d cores visible, %s threads used; `make bench`.\n" % (
     datetime.date.today().isoformat(), cpu, isa, os.cpu_count(), threads))
+print("CPU: %s, family %d model %d stepping %s%s; AVX512_BF16 %s, AMX %s. GEMM kernels run: %s.\n" % (
+    cpu, fam, model, info.get("stepping", "?"), " (%s)" % core if core else "",
+    "yes" if "avx512_bf16" in flags else "no", "yes" if "amx_bf16" in flags else "no",
+    ", ".join(dict.fromkeys(kernels)) or "–"))
 print("Training: fixed T, forward + backward + clip + SGD, V = 10000 synthetic ids; tokens/s are medians.")
 print("PyTorch: the better of its two loss forms (full log-prob matrix, or gathered at the targets).\n")
 print("| preset | mosgrad train tok/s | PyTorch train tok/s | ratio | mosgrad eval tok/s | PyTorch eval tok/s | ratio | mosgrad peak RSS MB | PyTorch peak RSS MB | ratio |")
@@ -126,4 +140,32 @@ if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
         print("| %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s / %s, %s / %s |" % (
             p, (flop or 0) / 1e6, f0(a), f0(b), f0(c), d_note or f0(d), r(b, a), r(b, c), r(b, d),
             sh(a), sh(b), sh(c), sh(d)))
+# The quality side of bf16, from tools/bf16_quality.sh's runs on this machine (it trains for ~35
+# minutes, so make bench does not re-run it): best valid perplexity after the same steps, same
+# seeds, in both precisions.
+import glob, re
+runs = {}
+for log in glob.glob("runs/bf16-quality/*.log"):
+    m = re.match(r"(.+)-(fp32|bf16)(?:-seed(\d+))?\.log$", os.path.basename(log))
+    done = [re.match(r"best valid ppl ([0-9.]+) after (\d+) steps", l) for l in open(log)]
+    done = [d for d in done if d]
+    if m and done:
+        runs.setdefault((m.group(1), int(m.group(3) or 1), int(done[-1].group(2))), {})[m.group(2)] = (
+            float(done[-1].group(1)), os.path.getmtime(log))
+pairs = {k: v for k, v in runs.items() if "fp32" in v and "bf16" in v}
+print("\nbf16 quality (`bash tools/bf16_quality.sh`: the same seeds and steps in both precisions, best perplexity on all of PTB valid; criterion: the means within 1%):\n")
+if not pairs:
+    print("Not run on this machine yet.")
+else:
+    when = max(t for v in pairs.values() for _, t in v.values())
+    print("Runs of %s:\n" % datetime.date.fromtimestamp(when).isoformat())
+    print("| preset | seed | steps | FP32 valid ppl | bf16 valid ppl | difference |\n|---|---|---|---|---|---|")
+    for preset in sorted({k[0] for k in pairs}):
+        rows = sorted(k for k in pairs if k[0] == preset)
+        for k in rows:
+            a, b = pairs[k]["fp32"][0], pairs[k]["bf16"][0]
+            print("| %s | %d | %d | %.2f | %.2f | %+.2f%% |" % (preset, k[1], k[2], a, b, 100 * (b - a) / a))
+        a = sum(pairs[k]["fp32"][0] for k in rows) / len(rows)
+        b = sum(pairs[k]["bf16"][0] for k in rows) / len(rows)
+        print("| **%s, mean of %d** | | | **%.2f** | **%.2f** | **%+.2f%%** |" % (preset, len(rows), a, b, 100 * (b - a) / a))
 PY

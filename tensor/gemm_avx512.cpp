@@ -42,6 +42,26 @@ struct PrefetchLines {
   int64_t ld = 0, per_row = 1, count = 0;
 };
 
+// One k step of the tile: acc += a column of A (broadcast) times a row of B. A function, not a
+// lambda: a lambda does not inherit its enclosing function's target attribute, so builds without
+// -march (debug, asan) could not inline the intrinsics into it.
+template <int M, int NV, bool kDirectA>
+__attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline void k_step(
+    __m512 (&acc)[M][NV], const float* __restrict& a, int64_t lda, const float* __restrict& b,
+    int64_t bs, int64_t k) {
+  __m512 bv[NV];
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    const __m512 ai = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i]);
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
+  }
+  if (!kDirectA) a += kMr;
+  b += bs;
+}
+
 template <int M, int NV, bool kDirectA, bool kPrefetch>
 MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
                      int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
@@ -52,22 +72,9 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const f
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   prefetch_c_tile<M, NV>(c, ldc);
-  const auto k_step = [&](int64_t k) {
-    __m512 bv[NV];
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
-#pragma GCC unroll 8
-    for (int i = 0; i < M; ++i) {
-      const __m512 ai = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i]);
-#pragma GCC unroll 3
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
-    }
-    if (!kDirectA) a += kMr;
-    b += bs;
-  };
   if constexpr (!kPrefetch) {
 #pragma GCC unroll 4
-    for (int64_t k = 0; k < kc; ++k) k_step(k);
+    for (int64_t k = 0; k < kc; ++k) k_step<M, NV, kDirectA>(acc, a, lda, b, bs, k);
   } else {
     const int64_t blocks = (kc + 7) / 8;
     int64_t line = 0;
@@ -77,7 +84,7 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const f
                      _MM_HINT_T1);
       const int64_t k1 = k0 + 8 < kc ? k0 + 8 : kc;
 #pragma GCC unroll 8
-      for (int64_t k = k0; k < k1; ++k) k_step(k);
+      for (int64_t k = k0; k < k1; ++k) k_step<M, NV, kDirectA>(acc, a, lda, b, bs, k);
     }
   }
   // n_last (1..16) columns of the last vector are inside C.
@@ -123,8 +130,8 @@ MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
       const int64_t end = std::min(kc, next_row + share);
-      pf.base = reinterpret_cast<const char*>(b + kNr + next_row * ldb_direct);
       pf.count = 3 * (end - next_row);
+      pf.base = pf.count ? reinterpret_cast<const char*>(b + kNr + next_row * ldb_direct) : nullptr;
       next_row = end;
       const MicroFn f = lda               ? kMicro<true, false>[rows - 1][nv - 1]
                         : pf.count > 0    ? kMicro<false, true>[rows - 1][nv - 1]

@@ -49,6 +49,26 @@ struct Prefetches {
   int64_t up_first = 0, up_end = 0;
 };
 
+// One pair of k of the tile: acc += a column of A pairs (broadcast) times a row of B pairs. A
+// function, not a lambda: a lambda does not inherit its enclosing function's target attribute,
+// so builds without -march (debug, asan) could not inline the intrinsics into it.
+template <int M, int NV>
+__attribute__((target("avx512bf16,avx512f,avx512vl,avx512bw,avx2,fma"), always_inline)) inline void
+k_step(__m512 (&acc)[M][NV], const uint32_t* __restrict& a, const uint32_t* __restrict& b,
+       int64_t bs) {
+  __m512bh bv[NV];
+#pragma GCC unroll 3
+  for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
+  }
+  a += kMr;
+  b += bs;
+}
+
 // Tile of M <= 8 rows and NV <= 3 vectors of C, from kc2 pairs of k. Same structure, register use
 // and edge handling as the FP32 micro-kernel in gemm_avx512.cpp; the B row is a vector of 16
 // pairs and A a broadcast pair. kPrefetch: also issue pf's prefetches, a share every 16 pairs.
@@ -62,22 +82,9 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
   prefetch_c_tile<M, NV>(c, ldc);
-  const auto k_step = [&] {
-    __m512bh bv[NV];
-#pragma GCC unroll 3
-    for (int v = 0; v < NV; ++v) bv[v] = (__m512bh)_mm512_loadu_si512(b + 16 * v);
-#pragma GCC unroll 8
-    for (int i = 0; i < M; ++i) {
-      const __m512bh ai = (__m512bh)_mm512_set1_epi32(static_cast<int>(a[i]));
-#pragma GCC unroll 3
-      for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], ai, bv[v]);
-    }
-    a += kMr;
-    b += bs;
-  };
   if constexpr (!kPrefetch) {
 #pragma GCC unroll 4
-    for (int64_t q = 0; q < kc2; ++q) k_step();
+    for (int64_t q = 0; q < kc2; ++q) k_step<M, NV>(acc, a, b, bs);
   } else {
     const int64_t blocks = (kc2 + 15) / 16;
     int64_t a_line = pf->a_first, up_line = pf->up_first;
@@ -92,7 +99,7 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
         _mm_prefetch(pf->up + 64 * up_line, _MM_HINT_T1);
       const int64_t q1 = q0 + 16 < kc2 ? q0 + 16 : kc2;
 #pragma GCC unroll 4
-      for (int64_t q = q0; q < q1; ++q) k_step();
+      for (int64_t q = q0; q < q1; ++q) k_step<M, NV>(acc, a, b, bs);
     }
   }
   // n_last (1..16) columns of the last vector are inside C.
@@ -161,7 +168,7 @@ MG_BF16 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, in
     const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
     const int64_t next_rows = m - ir - kMr < 0 ? 0 : (m - ir - kMr < kMr ? m - ir - kMr : kMr);
     pack_pairs_transposed(A + ir * lda, lda, rows, kc, panel, kMr);
-    pf.a = A + (ir + kMr) * lda;
+    pf.a = next_rows ? A + (ir + kMr) * lda : A;  // never a pointer past A's rows
     for (int64_t jr = 0, jp = 0; jr < n; jr += kNr, ++jp, ++call) {
       const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
       const int nv = (cols + 15) / 16;

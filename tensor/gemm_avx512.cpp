@@ -35,12 +35,8 @@ constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
 // the tile edges fall (and hence on the thread split).
 // lda != 0: A is not packed but read in place, row i of the tile at a + i*lda (macro_a_direct):
 // the same products in the same order, so the same bits.
-// kPrefetch: also fetch pf's lines into L2, spread over the k loop (macro: the next micro-panel of
-// a B read in place).
-struct PrefetchLines {
-  const char* base = nullptr;  // line l is base + (l / per_row) * ld + 64 * (l % per_row)
-  int64_t ld = 0, per_row = 1, count = 0;
-};
+// kPrefetch: also fetch pf's lines into L2, a share every 8 k (macro: the next micro-panel of a B
+// read in place).
 
 // One k step of the tile: acc += a column of A (broadcast) times a row of B. A function, not a
 // lambda: a lambda does not inherit its enclosing function's target attribute, so builds without
@@ -77,11 +73,9 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const f
     for (int64_t k = 0; k < kc; ++k) k_step<M, NV, kDirectA>(acc, a, lda, b, bs, k);
   } else {
     const int64_t blocks = (kc + 7) / 8;
-    int64_t line = 0;
+    int64_t line = pf->first;
     for (int64_t k0 = 0, done = 1; k0 < kc; k0 += 8, ++done) {
-      for (const int64_t to = pf->count * done / blocks; line < to; ++line)
-        _mm_prefetch(pf->base + line / pf->per_row * pf->ld + 64 * (line % pf->per_row),
-                     _MM_HINT_T1);
+      line = prefetch_share<_MM_HINT_T1>(*pf, done, blocks, line);
       const int64_t k1 = k0 + 8 < kc ? k0 + 8 : kc;
 #pragma GCC unroll 8
       for (int64_t k = k0; k < k1; ++k) k_step<M, NV, kDirectA>(acc, a, lda, b, bs, k);
@@ -124,18 +118,18 @@ MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64
     const bool prefetch_next = ldb_direct && jr + kNr < n;
     const int64_t share = prefetch_next ? (kc * kMr + m - 1) / m : 0;  // rows per call
     int64_t next_row = 0;
-    PrefetchLines pf;
+    PrefetchLines pf;  // the next micro-panel's kc rows, 3 lines (192 bytes) each
+    pf.base = prefetch_next ? reinterpret_cast<const char*>(b + kNr) : nullptr;
     pf.ld = static_cast<int64_t>(sizeof(float)) * ldb_direct;
-    pf.per_row = 3;  // the 192 bytes of a row of the micro-panel
+    pf.per_row = 3;
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
       const int64_t end = std::min(kc, next_row + share);
-      pf.count = 3 * (end - next_row);
-      pf.base = pf.count ? reinterpret_cast<const char*>(b + kNr + next_row * ldb_direct) : nullptr;
+      pf.first = 3 * next_row, pf.end = 3 * end;
       next_row = end;
-      const MicroFn f = lda               ? kMicro<true, false>[rows - 1][nv - 1]
-                        : pf.count > 0    ? kMicro<false, true>[rows - 1][nv - 1]
-                                          : kMicro<false, false>[rows - 1][nv - 1];
+      const MicroFn f = lda                 ? kMicro<true, false>[rows - 1][nv - 1]
+                        : pf.end > pf.first ? kMicro<false, true>[rows - 1][nv - 1]
+                                            : kMicro<false, false>[rows - 1][nv - 1];
       f(kc, lda ? A + ir * lda : A + ir * kc, lda, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
         n_last, &pf);
     }

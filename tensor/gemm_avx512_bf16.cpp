@@ -38,15 +38,10 @@ inline int64_t pairs(int64_t kc) {
   return (kc + 1) / 2;
 }
 
-// What one micro-kernel call prefetches while it runs (macro_a_direct), spread over its k loop: a
-// burst of prefetches before each call stalled on the miss buffers. Lines [a_first, a_end) of the
-// next A micro-panel, whose rows (lda apart) have a_per_row lines each, numbered row by row, into
-// L1; lines [up_first, up_end) of the driver's upcoming range (Upcoming) into L2.
+// What one micro-kernel call of macro_a_direct fetches ahead while it runs: the next A
+// micro-panel's rows into L1, and the driver's upcoming range (B's next kc block) into L2.
 struct Prefetches {
-  const float* a = nullptr;  // row 0 of the next A micro-panel
-  int64_t lda = 0, a_first = 0, a_end = 0, a_per_row = 1;
-  const char* up = nullptr;
-  int64_t up_first = 0, up_end = 0;
+  PrefetchLines next_a, upcoming;
 };
 
 // One pair of k of the tile: acc += a column of A pairs (broadcast) times a row of B pairs. A
@@ -87,16 +82,10 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
     for (int64_t q = 0; q < kc2; ++q) k_step<M, NV>(acc, a, b, bs);
   } else {
     const int64_t blocks = (kc2 + 15) / 16;
-    int64_t a_line = pf->a_first, up_line = pf->up_first;
-    for (int64_t q0 = 0, blk = 1; q0 < kc2; q0 += 16, ++blk) {
-      for (const int64_t to = pf->a_first + (pf->a_end - pf->a_first) * blk / blocks; a_line < to;
-           ++a_line)
-        _mm_prefetch(reinterpret_cast<const char*>(pf->a + a_line / pf->a_per_row * pf->lda +
-                                                   16 * (a_line % pf->a_per_row)),
-                     _MM_HINT_T0);
-      for (const int64_t to = pf->up_first + (pf->up_end - pf->up_first) * blk / blocks;
-           up_line < to; ++up_line)
-        _mm_prefetch(pf->up + 64 * up_line, _MM_HINT_T1);
+    int64_t a_line = pf->next_a.first, up_line = pf->upcoming.first;
+    for (int64_t q0 = 0, done = 1; q0 < kc2; q0 += 16, ++done) {
+      a_line = prefetch_share<_MM_HINT_T0>(pf->next_a, done, blocks, a_line);
+      up_line = prefetch_share<_MM_HINT_T1>(pf->upcoming, done, blocks, up_line);
       const int64_t q1 = q0 + 16 < kc2 ? q0 + 16 : kc2;
 #pragma GCC unroll 4
       for (int64_t q = q0; q < q1; ++q) k_step<M, NV>(acc, a, b, bs);
@@ -106,13 +95,6 @@ MG_BF16 void micro(int64_t kc2, const uint32_t* __restrict a, const uint32_t* __
   store_c_tile<M, NV>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
 }
 
-// The same tile with A read in place: row i of the tile is kc floats at a + i*lda, FP32. Every 32
-// k, each row's next 32 floats are rounded and paired (VCVTNE2PS2BF16 of two rows of 16 floats
-// gives 16 pairs in k order, exactly the words pack_a would have stored) into a small buffer the
-// k loop broadcasts from, like from a packed A: the same pairs, the same VDPBF16PS chain, the same
-// bits. The conversion is redone for every B micro-panel, 2 loads + 1 convert + 1 store per row
-// per 16 pairs against 48 VDPBF16PS; in exchange A is never written out, and its first reads
-// from memory overlap the multiply-adds instead of preceding them.
 using MicroFn = void (*)(int64_t, const uint32_t*, const uint32_t*, int64_t, float*, int64_t, float,
                          float, int, const Prefetches*);
 template <int M, bool P>
@@ -160,23 +142,23 @@ MG_BF16 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, in
   const int64_t panels = (n + kNr - 1) / kNr, calls = (m + kMr - 1) / kMr * panels;
   const int64_t up_lines = (upcoming.bytes + 63) / 64;
   Prefetches pf;
-  pf.lda = lda;
-  pf.a_per_row = (kc + 15) / 16;  // cache lines per row (if 64-byte aligned)
-  pf.up = upcoming.begin;
+  pf.next_a.ld = static_cast<int64_t>(sizeof(float)) * lda;
+  pf.next_a.per_row = (kc + 15) / 16;  // cache lines per row (if 64-byte aligned)
+  pf.upcoming.base = upcoming.begin;   // contiguous: the default ld = 64, per_row = 1
   int64_t call = 0;
   for (int64_t ir = 0; ir < m; ir += kMr) {
     const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
     const int64_t next_rows = m - ir - kMr < 0 ? 0 : (m - ir - kMr < kMr ? m - ir - kMr : kMr);
+    const int64_t next_lines = next_rows * pf.next_a.per_row;
     pack_pairs_transposed(A + ir * lda, lda, rows, kc, panel, kMr);
-    pf.a = next_rows ? A + (ir + kMr) * lda : A;  // never a pointer past A's rows
+    // Never a pointer past A's rows: with no next micro-panel there is nothing to fetch.
+    pf.next_a.base = next_rows ? reinterpret_cast<const char*>(A + (ir + kMr) * lda) : nullptr;
     for (int64_t jr = 0, jp = 0; jr < n; jr += kNr, ++jp, ++call) {
       const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
       const int nv = (cols + 15) / 16;
       const int n_last = cols - 16 * (nv - 1);
-      pf.a_first = next_rows * pf.a_per_row * jp / panels;
-      pf.a_end = next_rows * pf.a_per_row * (jp + 1) / panels;
-      pf.up_first = up_lines * call / calls;
-      pf.up_end = up_lines * (call + 1) / calls;
+      pf.next_a.first = next_lines * jp / panels, pf.next_a.end = next_lines * (jp + 1) / panels;
+      pf.upcoming.first = up_lines * call / calls, pf.upcoming.end = up_lines * (call + 1) / calls;
       kMicro<true>[rows - 1][nv - 1](kc2, panel, Bp + jr * kc2, 16 * nv, C + ir * ldc + jr, ldc,
                                      alpha, beta, n_last, &pf);
     }

@@ -54,4 +54,27 @@ MG_AVX512_TILE void store_c_tile(const __m512 (&acc)[M][NV], float* c, int64_t l
   }
 }
 
+// Cache lines a micro-kernel call fetches ahead while it runs: lines [first, end) of a region
+// whose rows are ld bytes apart with per_row lines each, line l at
+// base + (l / per_row) * ld + 64 * (l % per_row) (a contiguous range: per_row = 1, ld = 64).
+// The kernel issues them a share at a time over its k loop (prefetch_share): a burst of them
+// before each call stalled on the miss buffers.
+struct PrefetchLines {
+  const char* base = nullptr;
+  int64_t ld = 64, per_row = 1, first = 0, end = 0;
+};
+
+// The lines of pf due once `done` of a call's `blocks` k blocks are done; `next` is the first not
+// yet issued (start it at pf.first), returned updated. Hint: _MM_HINT_T0 (to L1) or _MM_HINT_T1
+// (to L2).
+template <int kHint>
+MG_AVX512_TILE int64_t prefetch_share(const PrefetchLines& pf, int64_t done, int64_t blocks,
+                                      int64_t next) {
+  const int64_t to = pf.first + (pf.end - pf.first) * done / blocks;
+  for (; next < to; ++next)
+    _mm_prefetch(pf.base + next / pf.per_row * pf.ld + 64 * (next % pf.per_row),
+                 static_cast<_mm_hint>(kHint));
+  return next;
+}
+
 }  // namespace mg::gemm_detail

@@ -38,6 +38,12 @@ bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, in
 
 namespace gemm_detail {
 
+// A byte range [begin, begin + bytes) a kernel may prefetch into L2; bytes == 0: none.
+struct Upcoming {
+  const char* begin = nullptr;
+  int64_t bytes = 0;
+};
+
 // One kernel family: its register tile, its cache blocks and the three routines the driver calls.
 //
 // Packed layouts (both zero-padded, so the micro-kernel never branches on edges inside the k loop):
@@ -74,16 +80,10 @@ struct Arch {
   // packed): the kernel may prefetch it, a little at a time while it computes.
   void (*macro_a_direct)(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
                          const float* Bp, float alpha, float beta, float* C, int64_t ldc,
-                         const struct Upcoming& upcoming) = nullptr;
+                         const Upcoming& upcoming) = nullptr;
   // Products with at most this many columns use macro_a_direct when A is row-major: each A
   // element then serves so few columns that packing A as a block costs more than it saves.
   int64_t a_direct_max_n = 0;
-};
-
-// A byte range [begin, begin + bytes) a kernel may prefetch into L2; bytes == 0: none.
-struct Upcoming {
-  const char* begin = nullptr;
-  int64_t bytes = 0;
 };
 
 // Defined in gemm_avx512.cpp / gemm_avx2.cpp. They only describe the kernels: calling the routines

@@ -46,7 +46,7 @@ fi
 touch "$OUT/torch.jsonl"
 
 /usr/bin/python3 - "$OUT" "$THREADS" <<'PY' | tee bench/RESULTS.md
-import json, os, platform, subprocess, sys, datetime
+import datetime, glob, json, os, platform, re, subprocess, sys
 out, threads = sys.argv[1], sys.argv[2]
 def jsonl(name):
     path = os.path.join(out, name)
@@ -143,7 +143,6 @@ if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
 # The quality side of bf16, from tools/bf16_quality.sh's runs on this machine (it trains for ~35
 # minutes, so make bench does not re-run it): best valid perplexity after the same steps, same
 # seeds, in both precisions.
-import glob, re
 runs = {}
 for log in glob.glob("runs/bf16-quality/*.log"):
     m = re.match(r"(.+)-(fp32|bf16)(?:-seed(\d+))?\.log$", os.path.basename(log))
@@ -160,8 +159,8 @@ else:
     when = max(t for v in pairs.values() for _, t in v.values())
     print("Runs of %s:\n" % datetime.date.fromtimestamp(when).isoformat())
     print("| preset | seed | steps | FP32 valid ppl | bf16 valid ppl | difference |\n|---|---|---|---|---|---|")
-    for preset in sorted({k[0] for k in pairs}):
-        rows = sorted(k for k in pairs if k[0] == preset)
+    for preset, steps in sorted({(k[0], k[2]) for k in pairs}):  # a mean is over equal runs only
+        rows = sorted(k for k in pairs if k[0] == preset and k[2] == steps)
         for k in rows:
             a, b = pairs[k]["fp32"][0], pairs[k]["bf16"][0]
             print("| %s | %d | %d | %.2f | %.2f | %+.2f%% |" % (preset, k[1], k[2], a, b, 100 * (b - a) / a))

@@ -96,26 +96,44 @@ inline float add_bias_max(float* __restrict z_row, const float* __restrict b, in
   return r;
 }
 
-// A row's running logsumexp over the slabs seen so far: max m and Σ exp(x - m).
+// A row's running logsumexp over the slabs seen so far: Σ_j exp(x_j - shift) for a shift that
+// moves only when a slab's max passes it by more than kShiftSlack (on the first finite slab, and
+// rarely after). A shift that followed the running max exactly would move in ~3 of a row's 13
+// slabs, and every move rescales what is stored; trailing the max by up to 64 keeps exp(x - shift)
+// <= e^64 (6e27), far from overflow, and logsumexp = shift + log Σ stays exact.
+// With `stored` (the row's first column) the exponentials are kept in place of x: backward reads
+// exp(z - shift) and scales each row by exp(shift - lse) (backward_from_exps), instead of a second
+// exp pass over all the logits.
+constexpr float kShiftSlack = 64.0f;
 struct RunningLse {
-  float max = -INFINITY;
+  float shift = -INFINITY;
   double sum = 0;
-  // Folds in one slab x [n] whose max is slab_max: rescale the old sum to the new max, then add
-  // the slab's exponentials.
-  void add(const float* x, int64_t n, float slab_max) {
-    const float m = std::max(max, slab_max);
-    if (m == -INFINITY) return;  // nothing but -inf so far
-    if (m != max) sum *= std::exp(static_cast<double>(max) - m), max = m;
-    sum += sum_exp<false>(x, n, m, nullptr);
+  // Folds in one slab x [n] (columns c0.. of the row) whose max is slab_max.
+  void add(float* x, int64_t n, float slab_max, float* stored, int64_t c0) {
+    if (slab_max > shift + kShiftSlack) {  // -inf + 64 is -inf: the first finite slab moves it
+      const double rescale = std::exp(static_cast<double>(shift) - slab_max);  // 0 from -inf
+      if (shift != -INFINITY) {
+        sum *= rescale;
+        for (int64_t j = 0; stored && j < c0; ++j) stored[j] *= static_cast<float>(rescale);
+      }
+      shift = slab_max;
+    }
+    if (shift == -INFINITY) {  // nothing but -inf so far: every exponential is 0
+      if (stored) std::fill(x, x + n, 0.0f);
+      return;
+    }
+    sum += stored ? sum_exp<true>(x, n, shift, x) : sum_exp<false>(x, n, shift, nullptr);
   }
 };
 
 struct Saved {
   Tensor ctx, W, b;        // [N*K,E], [V,E], [V] (detached)
   std::vector<float> lse;  // per ctx row: logsumexp of z (softmax) or of z + log σ(z) (sigsoftmax)
+  std::vector<float> inv_sum;    // per ctx row: exp(shift - lse), shift as in RunningLse
   std::vector<float> resp;       // r_nk per ctx row
   std::vector<int64_t> targets;  // [N]
-  Tensor logits;           // [N*K,V] z kept from the forward when small enough (else recomputed)
+  Tensor logits;  // [N*K,V] kept from the forward when small enough (else recomputed): z for
+                  // sigsoftmax, exp(z - shift) for softmax
   int64_t chunk_rows = 0;  // rows per chunk: all of them when the logits are kept
   int64_t K = 1;
   bool sig = false;
@@ -174,6 +192,7 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
   s.b = contiguous_data(b_in).detach();
   s.targets = targets, s.K = K, s.sig = sig;
   s.lse.resize(static_cast<size_t>(R));
+  s.inv_sum.resize(static_cast<size_t>(R));
   s.resp.resize(static_cast<size_t>(R));
   std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
   {
@@ -198,7 +217,7 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                          c1, E, V, z + t0 * V + c0);
             for (int64_t i = t0; i < t1; ++i) {
               float* zr = z + i * V + c0;
-              const float* xr = zr;
+              float* xr = zr;
               float slab_max;
               if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for backward
                 add_bias(zr, s.b.data() + c0, w);
@@ -210,14 +229,16 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
               }
               const int64_t t = targets[(r0 + i) / K];
               if (t >= c0 && t < c1) z_target[i] = xr[t - c0];
-              run[i].add(xr, w, slab_max);
+              // Softmax: z becomes exp(z - shift) in place (kept for backward, or a scratch block).
+              run[i].add(xr, w, slab_max, sig ? nullptr : zr - c0, c0);
             }
           }
         }
       });
       for (int64_t i = 0; i < rows; ++i) {
-        const float m = run[i].max, log_sum = static_cast<float>(std::log(run[i].sum));
+        const float m = run[i].shift, log_sum = static_cast<float>(std::log(run[i].sum));
         s.lse[r0 + i] = m + log_sum;
+        s.inv_sum[r0 + i] = static_cast<float>(1.0 / run[i].sum);  // exp(shift - lse)
         comp[r0 + i] = (z_target[i] - m) - log_sum;
       }
     }
@@ -275,6 +296,73 @@ void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64
   });
 }
 
+// d W [V,E] and d b [V] out of [d W^T; d b] [E+1,V], in tiles of 16 x 16 (a copy of the
+// transposed view read one 40 KB-strided column per output row). c: the per-row weights of the
+// targets' one-hot terms still to subtract (backward_from_exps), or nullptr. Each thread owns a
+// range of vocabulary rows and subtracts the terms of its targets in row order.
+void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_W, Tensor& d_b) {
+  const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0);
+  if (s.need_W) d_W = Tensor::empty({V, E});
+  if (s.need_b) d_b = Tensor::empty({V});
+  const float* src = d_Wb.data();
+  float* dw = s.need_W ? d_W.data() : nullptr;
+  float* db = s.need_b ? d_b.data() : nullptr;
+  parallel_for((V + 15) / 16, 4, [&](int64_t q0, int64_t q1) {
+    const int64_t v0 = q0 * 16, v1 = std::min(V, q1 * 16);
+    for (int64_t vb = v0; dw && vb < v1; vb += 16)
+      for (int64_t eb = 0; eb < E; eb += 16)
+        for (int64_t v = vb; v < std::min(v1, vb + 16); ++v)
+          for (int64_t e = eb; e < std::min(E, eb + 16); ++e) dw[v * E + e] = src[e * V + v];
+    if (db) std::copy(src + E * V + v0, src + E * V + v1, db + v0);
+    if (!c) return;
+    const float* ctx = s.ctx.data();
+    for (int64_t r = 0; r < R; ++r) {
+      const int64_t t = s.targets[r / s.K];
+      if (t < v0 || t >= v1) continue;
+      for (int64_t e = 0; dw && e < E; ++e) dw[t * E + e] -= c[r] * ctx[r * E + e];
+      if (db) db[t] -= c[r];
+    }
+  });
+}
+
+// Backward when the forward kept e = exp(z - shift) (softmax and the mixtures of softmaxes):
+//   dz_r = c_r (q_r - δ_t) = f_r e_r - c_r δ_t,   c_r = r_nk g / N,  f_r = c_r exp(shift_r - lse_r)
+// so each product takes e as it is and the row weights go where they are cheap:
+//   d ctx          = diag(f) (e W) - c_r W[t_r] per row          ([R,E] after the GEMM)
+//   [d W^T; d b]   = ([ctx, 1] scaled by f)^T e, then d W[t_r] -= c_r ctx_r, d b[t_r] -= c_r.
+// The plain form (logits_to_grad below) spent a pass of exponentials over all R x V logits (3 ms
+// of a 130 ms small-mos step) that this one does not.
+void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb,
+                        std::vector<float>& c) {
+  const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0);
+  const float* e = s.logits.data();
+  std::vector<float> f(static_cast<size_t>(R));
+  for (int64_t r = 0; r < R; ++r) c[r] = scale * s.resp[r], f[r] = c[r] * s.inv_sum[r];
+  if (s.need_ctx) {
+    gemm(false, false, R, E, V, 1.0f, e, V, s.W.data(), E, 0.0f, d_ctx.data(), E);
+    float* d = d_ctx.data();
+    const float* W = s.W.data();
+    parallel_for(R, 64, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const float* w_t = W + s.targets[r / s.K] * E;
+        for (int64_t j = 0; j < E; ++j) d[r * E + j] = f[r] * d[r * E + j] - c[r] * w_t[j];
+      }
+    });
+  }
+  if (d_Wb.defined()) {
+    Tensor ctx1 = Tensor::empty({R, E + 1});  // rows f_r [ctx_r, 1]
+    float* c1 = ctx1.data();
+    const float* x = s.ctx.data();
+    parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        for (int64_t j = 0; j < E; ++j) c1[r * (E + 1) + j] = f[r] * x[r * E + j];
+        c1[r * (E + 1) + E] = f[r];
+      }
+    });
+    gemm(true, false, E + 1, V, R, 1.0f, c1, E + 1, e, V, 0.0f, d_Wb.data(), V);
+  }
+}
+
 std::vector<Tensor> fused_backward(const Saved& s, float g) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0), N = R / s.K;
   const float scale = g / static_cast<float>(N);
@@ -285,20 +373,24 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   // [R,V] (140 MB for small-mos) into packed panels. The column of ones sums the columns of dz for
   // d b without another pass over it. One transpose at the end gives d W.
   const bool need_wb = s.need_W || s.need_b;
-  Tensor ctx1, d_Wb;
-  if (need_wb) {
-    ctx1 = Tensor::empty({R, E + 1});
-    float* c1 = ctx1.data();
-    const float* c = s.ctx.data();
-    parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        std::copy(c + r * E, c + (r + 1) * E, c1 + r * (E + 1));
-        c1[r * (E + 1) + E] = 1.0f;
-      }
-    });
-    d_Wb = Tensor::empty({E + 1, V});
-  }
-  if (s.need_ctx || need_wb) {
+  Tensor d_Wb = need_wb ? Tensor::empty({E + 1, V}) : Tensor();
+  std::vector<float> c;  // backward_from_exps: the weights of the one-hot terms left for d W, d b
+  if (s.logits.defined() && !s.sig && (s.need_ctx || need_wb)) {
+    c.resize(static_cast<size_t>(R));
+    backward_from_exps(s, scale, d_ctx, d_Wb, c);
+  } else if (s.need_ctx || need_wb) {
+    Tensor ctx1;
+    if (need_wb) {
+      ctx1 = Tensor::empty({R, E + 1});
+      float* c1 = ctx1.data();
+      const float* x = s.ctx.data();
+      parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          std::copy(x + r * E, x + (r + 1) * E, c1 + r * (E + 1));
+          c1[r * (E + 1) + E] = 1.0f;
+        }
+      });
+    }
     Tensor logits = s.logits;  // a handle: the kept storage itself
     const bool kept = logits.defined();
     Tensor block = kept ? Tensor() : Tensor::empty({s.chunk_rows, V});
@@ -316,8 +408,8 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
              r0 == 0 ? 0.0f : 1.0f, d_Wb.data(), V);
     }
   }
-  const Tensor d_W = s.need_W ? copy_contiguous(transpose(narrow(d_Wb, 0, 0, E), 0, 1)) : Tensor();
-  const Tensor d_b = s.need_b ? copy_contiguous(reshape(narrow(d_Wb, 0, E, 1), {V})) : Tensor();
+  Tensor d_W, d_b;
+  if (need_wb) weight_grads(s, d_Wb, c.empty() ? nullptr : c.data(), d_W, d_b);
   Tensor d_pi;
   if (s.need_pi) {
     d_pi = Tensor::empty({N, s.K});

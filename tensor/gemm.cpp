@@ -523,6 +523,18 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
   auto rows = [&](int64_t i0, int64_t i1) {  // C[i0:i1, :], as run_block does it
     const int64_t m_all = i1 - i0;
     if (m_all <= 0) return;
+    if (g.macro_a_direct && m_all <= g.mr) {
+      // One micro-panel of rows, as the fused head's forward asks for (8 rows by a 768-column
+      // slab): A is read in place, where packing it cost the head's forward 2% of its time (the
+      // same 8 x E rows were packed again for every slab).
+      for (int64_t b = 0; b < blocks; ++b) {
+        const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
+        const float* panel = B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);
+        g.macro_a_direct(m_all, N, kc, A + i0 * lda + pc, lda, panel, alpha, b == 0 ? beta : 1.0f,
+                         C + i0 * ldc, ldc, Upcoming{});
+      }
+      return;
+    }
     const int64_t mc = round_up(ceil_div(m_all, ceil_div(m_all, g.mc)), g.mr);
     float* Ap = tl_a.get(static_cast<size_t>(mc * B.kc_blk_));
     for (int64_t ic = i0; ic < i1; ic += mc) {

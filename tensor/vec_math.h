@@ -65,12 +65,21 @@ inline float vexp_nonpositive(float x) {
   return vexp_impl<true>(x);
 }
 
+// exp(x) for x <= 64: the same code as vexp_nonpositive, which is right (bit for bit vexp) past 0
+// too, as long as 2^n with n = round(x / ln 2) is one normal float (n <= 127; x <= 64 gives n <=
+// 93). The fused head's exp(z - shift) needs it: its shift may trail a row's max by up to 64
+// (nn/fused_head_loss.cpp, RunningLse).
+inline float vexp_at_most_64(float x) {
+  return vexp_impl<true>(x);
+}
+
 }  // namespace mg
 
 namespace mg {
 
-// Σ_j exp(x[j] - shift) over one row, optionally storing each exp(x[j] - shift) in out. shift
-// must be >= every x[j] (the row's max, as softmax uses it). Sixteen float partial sums in a fixed
+// Σ_j exp(x[j] - shift) over one row, optionally storing each exp(x[j] - shift) in out (which may
+// be x itself). x[j] - shift must be <= 64: softmax passes the row's max, the fused head a shift
+// at most 64 below it (vexp_at_most_64). Sixteen float partial sums in a fixed
 // pattern (then added in double): vectorizes, and the result depends only on the row, never on
 // threads.
 template <bool kStore>
@@ -79,13 +88,13 @@ inline double sum_exp(const float* x, int64_t n, float shift, float* out) {
   int64_t j = 0;
   for (; j + 16 <= n; j += 16)
     for (int l = 0; l < 16; ++l) {
-      const float e = vexp_nonpositive(x[j + l] - shift);
+      const float e = vexp_at_most_64(x[j + l] - shift);
       if (kStore) out[j + l] = e;
       acc[l] += e;
     }
   double total = 0;
   for (; j < n; ++j) {
-    const float e = vexp_nonpositive(x[j] - shift);
+    const float e = vexp_at_most_64(x[j] - shift);
     if (kStore) out[j] = e;
     total += e;
   }

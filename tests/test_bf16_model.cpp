@@ -190,19 +190,23 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
          {S{false, 20, 200, 400}, S{true, 5, 77, 33}, S{false, 300, 130, 1100}, S{true, 1, 1, 1},
           // Wide enough that the packing itself is split between threads (slabs of 16 panels),
           // with an odd kc (bf16 pads a zero k) and two k blocks.
-          S{true, 9, 1700, 71}, S{false, 9, 1601, 513}}) {
+          S{true, 9, 1700, 71}, S{false, 9, 1601, 513},
+          // At most one micro-panel of rows (mr = 8): A is read in place (the head's forward
+          // tiles), here over two k blocks, with a ragged last slab.
+          S{true, 8, 1700, 600}, S{false, 3, 500, 520}}) {
       const GemmPrecisionScope scope(p);
       const Tensor A = random_tensor({s.M, s.K}, 21),
                    B = random_tensor({s.tb ? s.N : s.K, s.tb ? s.K : s.N}, 22);
       const int64_t ldb = s.tb ? s.K : s.N;
       const Tensor C0 = random_tensor({s.M, s.N}, 23);
       Tensor want = fresh(C0), got = fresh(C0);
-      gemm(false, s.tb, s.M, s.N, s.K, 0.5f, A.data(), s.K, B.data(), ldb, 1.0f, want.data(), s.N);
+      // beta 0.75: C is read, scaled and added to, in every path (a beta dropped shows).
+      gemm(false, s.tb, s.M, s.N, s.K, 0.5f, A.data(), s.K, B.data(), ldb, 0.75f, want.data(), s.N);
       for (int threads : {1, 2}) {
         set_num_threads(threads);
         const PackedB packed(s.tb, s.K, s.N, B.data(), ldb);  // packed on `threads` threads too
         Tensor out = fresh(C0);
-        gemm_packed_b(s.M, s.N, s.K, 0.5f, A.data(), s.K, packed, 1.0f, out.data(), s.N);
+        gemm_packed_b(s.M, s.N, s.K, 0.5f, A.data(), s.K, packed, 0.75f, out.data(), s.N);
         EXPECT_EQ(0, std::memcmp(out.data(), want.data(), sizeof(float) * want.numel()))
             << (p == GemmPrecision::kBf16 ? "bf16 " : "fp32 ") << s.M << "x" << s.K << "@" << s.K
             << "x" << s.N << (s.tb ? " NT" : "") << ", " << threads << " threads";
@@ -212,7 +216,7 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
         Tensor slabs = fresh(C0);
         for (int64_t j0 = 0; j0 < s.N; j0 += step)
           gemm_packed_b_cols(s.M, j0, std::min(step, s.N - j0), s.K, 0.5f, A.data(), s.K, packed,
-                             1.0f, slabs.data() + j0, s.N);
+                             0.75f, slabs.data() + j0, s.N);
         EXPECT_EQ(0, std::memcmp(slabs.data(), want.data(), sizeof(float) * want.numel()))
             << "slabs of " << step << " columns: " << s.M << "x" << s.K << "@" << s.K << "x"
             << s.N << ", " << threads << " threads";

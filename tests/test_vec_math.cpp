@@ -72,6 +72,31 @@ TEST(VecMath, ExpOfNonPositiveIsExpBitForBit) {
   EXPECT_GT(checked, 10000000);
 }
 
+// vexp_at_most_64 is vexp, bit for bit, on (0, 64] too (the fused head's exp(z - shift) with a
+// shift trailing the max): every 61st float in (0, 1], a dense sweep to 64, and 64 itself.
+TEST(VecMath, ExpUpTo64IsExpBitForBit) {
+  int64_t checked = 0, differ = 0;
+  float first_bad = 0;
+  auto check = [&](float x) {
+    const float a = mg::vexp(x), b = mg::vexp_at_most_64(x);
+    uint32_t ua, ub;
+    std::memcpy(&ua, &a, 4);
+    std::memcpy(&ub, &b, 4);
+    ++checked;
+    if (ua != ub && differ++ == 0) first_bad = x;
+  };
+  for (uint32_t bits = 1; bits <= 0x3f800000u; bits += 61) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    check(x);
+  }
+  for (double x = 1.0; x <= 64.0; x += 1.37e-4) check(static_cast<float>(x));
+  for (float x : {-3.5f, 0.0f, 63.99f, 64.0f}) check(x);
+  EXPECT_EQ(differ, 0) << "of " << checked << " inputs; first at x = " << first_bad;
+  EXPECT_GT(mg::vexp_at_most_64(64.0f), 6.2e27f);
+  EXPECT_LT(mg::vexp_at_most_64(64.0f), 6.3e27f);
+}
+
 TEST(VecMath, TanhIsAccurateEverywhere) {
   // Relative error against double tanh, densely near 0 (where the two forms meet and where a naive
   // 1 − 2/(e^{2x}+1) loses digits) and out to where tanh is ±1 in float.

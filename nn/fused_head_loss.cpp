@@ -96,6 +96,40 @@ inline float add_bias_max(float* __restrict z_row, const float* __restrict b, in
   return r;
 }
 
+// add_bias_max and then RunningLse's exponentials in one pass, once a row's shift is known (every
+// slab after its first): z_row becomes exp(z + b - shift), and the max of z + b comes back in
+// *max_out for the caller to check against the shift (when it passed shift + kShiftSlack the
+// exponentials are wrong, and the slab is recomputed). The same sums in the same order as the
+// two passes, so the same bits.
+inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict b, int64_t n,
+                               float shift, float* max_out) {
+  float m[16], acc[16];
+  for (int l = 0; l < 16; ++l) m[l] = -INFINITY, acc[l] = 0.0f;
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+#pragma omp simd
+    for (int l = 0; l < 16; ++l) {
+      const float z = z_row[j + l] + b[j + l];
+      m[l] = std::max(m[l], z);
+      const float e = vexp_at_most_64(z - shift);
+      z_row[j + l] = e;
+      acc[l] += e;
+    }
+  }
+  float r = -INFINITY;
+  double total = 0;
+  for (; j < n; ++j) {
+    const float z = z_row[j] + b[j];
+    r = z > r ? z : r;
+    const float e = vexp_at_most_64(z - shift);
+    z_row[j] = e;
+    total += e;
+  }
+  for (int l = 0; l < 16; ++l) r = m[l] > r ? m[l] : r, total += acc[l];
+  *max_out = r;
+  return total;
+}
+
 // A row's running logsumexp over the slabs seen so far: Σ_j exp(x_j - shift) for a shift that
 // moves only when a slab's max passes it by more than kShiftSlack (on the first finite slab, and
 // rarely after). A shift that followed the running max exactly would move in ~3 of a row's 13
@@ -225,10 +259,23 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                 xr = scratch.data();
                 slab_max = row_max(xr, w);
               } else {
+                const int64_t t = targets[(r0 + i) / K];
+                if (t >= c0 && t < c1) z_target[i] = zr[t - c0] + s.b.data()[t];
+                if (run[i].shift > -INFINITY) {  // the shift is known: one pass
+                  const double sum =
+                      add_bias_exp_sum(zr, s.b.data() + c0, w, run[i].shift, &slab_max);
+                  if (slab_max <= run[i].shift + kShiftSlack) {
+                    run[i].sum += sum;
+                    continue;
+                  }
+                  // A jump past the slack (rare): recompute this row's slab and move the shift.
+                  chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + i, 1, c0,
+                               c1, E, V, zr);
+                }
                 slab_max = add_bias_max(zr, s.b.data() + c0, w);
               }
               const int64_t t = targets[(r0 + i) / K];
-              if (t >= c0 && t < c1) z_target[i] = xr[t - c0];
+              if (sig && t >= c0 && t < c1) z_target[i] = xr[t - c0];
               // Softmax: z becomes exp(z - shift) in place (kept for backward, or a scratch block).
               run[i].add(xr, w, slab_max, sig ? nullptr : zr - c0, c0);
             }
@@ -296,10 +343,24 @@ void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64
   });
 }
 
-// d W [V,E] and d b [V] out of [d W^T; d b] [E+1,V], in tiles of 16 x 16 (a copy of the
-// transposed view read one 40 KB-strided column per output row). c: the per-row weights of the
-// targets' one-hot terms still to subtract (backward_from_exps), or nullptr. Each thread owns a
-// range of vocabulary rows and subtracts the terms of its targets in row order.
+// dw [v, e] = src [e, v] for v in [v0, v1), e < E, in 32 x 32 tiles. Sizes by value and restrict
+// pointers, outside any lambda: through by-reference captures GCC reloads them after every store
+// (as tensor.cpp's transpose_rows says; the first version of weight_grads ran 3x slower).
+void transpose_cols(const float* __restrict src, int64_t ld, int64_t E, int64_t v0, int64_t v1,
+                    float* __restrict dw) {
+  for (int64_t vb = v0; vb < v1; vb += 32) {
+    const int64_t ve = std::min(v1, vb + 32);
+    for (int64_t eb = 0; eb < E; eb += 32) {
+      const int64_t ee = std::min(E, eb + 32);
+      for (int64_t v = vb; v < ve; ++v)
+        for (int64_t e = eb; e < ee; ++e) dw[v * E + e] = src[e * ld + v];
+    }
+  }
+}
+
+// d W [V,E] and d b [V] out of [d W^T; d b] [E+1,V]. c: the per-row weights of the targets'
+// one-hot terms still to subtract (backward_from_exps), or nullptr. Each thread owns a range of
+// vocabulary rows and subtracts the terms of its targets in row order.
 void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_W, Tensor& d_b) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0);
   if (s.need_W) d_W = Tensor::empty({V, E});
@@ -307,12 +368,9 @@ void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_
   const float* src = d_Wb.data();
   float* dw = s.need_W ? d_W.data() : nullptr;
   float* db = s.need_b ? d_b.data() : nullptr;
-  parallel_for((V + 15) / 16, 4, [&](int64_t q0, int64_t q1) {
-    const int64_t v0 = q0 * 16, v1 = std::min(V, q1 * 16);
-    for (int64_t vb = v0; dw && vb < v1; vb += 16)
-      for (int64_t eb = 0; eb < E; eb += 16)
-        for (int64_t v = vb; v < std::min(v1, vb + 16); ++v)
-          for (int64_t e = eb; e < std::min(E, eb + 16); ++e) dw[v * E + e] = src[e * V + v];
+  parallel_for((V + 31) / 32, 2, [&](int64_t q0, int64_t q1) {
+    const int64_t v0 = q0 * 32, v1 = std::min(V, q1 * 32);
+    if (dw) transpose_cols(src, V, E, v0, v1, dw);
     if (db) std::copy(src + E * V + v0, src + E * V + v1, db + v0);
     if (!c) return;
     const float* ctx = s.ctx.data();

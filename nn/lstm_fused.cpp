@@ -104,9 +104,11 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
                       s.cells.data_ptr(), s.y.data_ptr());
     return record_lstm(s, x_in, state, w);
   }
-  // W_hh^T [H,4H], row-major: what the per-step product h_{t-1} W_hh^T multiplies (each thread packs
-  // its columns of it once, below; the reference GEMM reads it as it is).
-  const Tensor w_hh_t = copy_contiguous(transpose(s.w_hh, 0, 1));
+  // W_hh^T [H,4H], row-major: what the per-step product h_{t-1} W_hh^T multiplies. The fast path
+  // packs each thread's columns of it straight from W_hh (rows of W_hh are columns of W_hh^T);
+  // the reference GEMM reads this copy as it is.
+  const bool prepack = gemm_path() == GemmPath::kFast;
+  const Tensor w_hh_t = prepack ? Tensor() : copy_contiguous(transpose(s.w_hh, 0, 1));
 
   // Gates of all steps from the inputs: [T*B,in] x [in,4H].
   s.acts = Tensor::empty({T * B, G});
@@ -124,13 +126,12 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   // then contiguous), and 1.8x under --precision bf16, where every gemm() call would round and
   // pair all of them again (bench/bench_gemm.cpp, 20x400@400x1600 with and without -prepacked).
   // The reference GEMM (--gemm reference) keeps the plain calls.
-  const bool prepack = gemm_path() == GemmPath::kFast;
   parallel_team(
       H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
-        PackedB w_gate[4];  // W_hh^T[:, qH+u0 : qH+u1] for gate block q
+        PackedB w_gate[4];  // W_hh^T[:, qH+u0 : qH+u1] = rows qH+u0 .. qH+u1 of W_hh, transposed
         if (prepack && u1 > u0)
           for (int64_t q = 0; q < 4; ++q)
-            w_gate[q] = PackedB(false, H, u1 - u0, w_hh_t.data() + q * H + u0, G);
+            w_gate[q] = PackedB(true, H, u1 - u0, s.w_hh.data() + (q * H + u0) * H, H);
         for (int64_t t = 0; t < T; ++t) {
           const float* h_prev = t > 0 ? s.y.data() + (t - 1) * B * H : s.h0.data();
           const float* c_prev = t > 0 ? s.cells.data() + (t - 1) * B * H : s.c0.data();

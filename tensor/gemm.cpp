@@ -523,10 +523,11 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
   auto rows = [&](int64_t i0, int64_t i1) {  // C[i0:i1, :], as run_block does it
     const int64_t m_all = i1 - i0;
     if (m_all <= 0) return;
-    if (g.macro_a_direct && m_all <= g.mr) {
-      // One micro-panel of rows, as the fused head's forward asks for (8 rows by a 768-column
-      // slab): A is read in place, where packing it cost the head's forward 2% of its time (the
-      // same 8 x E rows were packed again for every slab).
+    if (g.macro_a_direct && (m_all <= g.mr || N <= g.a_direct_max_n)) {
+      // A read in place, as run_block does for narrow products: the fused head's forward asks
+      // for one micro-panel of rows by a 768-column slab (packing the same 8 x E rows again for
+      // every slab cost it 2%), the fused LSTM for 20 rows by one gate's 200 columns per thread
+      // (the same h_{t-1} packed for each of the four gates: 4% of the LSTM).
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
         const float* panel = B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);

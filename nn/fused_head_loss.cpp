@@ -343,21 +343,6 @@ void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64
   });
 }
 
-// dw [v, e] = src [e, v] for v in [v0, v1), e < E, in 32 x 32 tiles. Sizes by value and restrict
-// pointers, outside any lambda: through by-reference captures GCC reloads them after every store
-// (as tensor.cpp's transpose_rows says; the first version of weight_grads ran 3x slower).
-void transpose_cols(const float* __restrict src, int64_t ld, int64_t E, int64_t v0, int64_t v1,
-                    float* __restrict dw) {
-  for (int64_t vb = v0; vb < v1; vb += 32) {
-    const int64_t ve = std::min(v1, vb + 32);
-    for (int64_t eb = 0; eb < E; eb += 32) {
-      const int64_t ee = std::min(E, eb + 32);
-      for (int64_t v = vb; v < ve; ++v)
-        for (int64_t e = eb; e < ee; ++e) dw[v * E + e] = src[e * ld + v];
-    }
-  }
-}
-
 // d W [V,E] and d b [V] out of [d W^T; d b] [E+1,V]. c: the per-row weights of the targets'
 // one-hot terms still to subtract (backward_from_exps), or nullptr. Each thread owns a range of
 // vocabulary rows and subtracts the terms of its targets in row order.
@@ -370,7 +355,7 @@ void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_
   float* db = s.need_b ? d_b.data() : nullptr;
   parallel_for((V + 31) / 32, 2, [&](int64_t q0, int64_t q1) {
     const int64_t v0 = q0 * 32, v1 = std::min(V, q1 * 32);
-    if (dw) transpose_cols(src, V, E, v0, v1, dw);
+    if (dw) transpose_rows(src, V, E, v0, v1, dw);  // d W [v, :] = column v of d W^T
     if (db) std::copy(src + E * V + v0, src + E * V + v1, db + v0);
     if (!c) return;
     const float* ctx = s.ctx.data();

@@ -3,6 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "cuda/backend.h"
 #include "tensor/allocator.h"
 #include "tensor/parallel.h"
@@ -266,8 +270,8 @@ constexpr int64_t kTransposeTile = 32;
 // dst[i, j] = src[j * ld + i] for rows i in [i0, i1) of dst [.., C], in kTransposeTile squares.
 // Sizes by value and restrict pointers: through a lambda's by-reference captures GCC reloaded them
 // after every store, and the copy ran 6x slower.
-void transpose_rows(const float* __restrict src, int64_t ld, int64_t C, int64_t i0, int64_t i1,
-                    float* __restrict dst) {
+void transpose_rows_scalar(const float* __restrict src, int64_t ld, int64_t C, int64_t i0,
+                           int64_t i1, float* __restrict dst) {
   for (int64_t ib = i0; ib < i1; ib += kTransposeTile) {
     const int64_t ie = std::min(i1, ib + kTransposeTile);
     for (int64_t jb = 0; jb < C; jb += kTransposeTile) {
@@ -278,7 +282,57 @@ void transpose_rows(const float* __restrict src, int64_t ld, int64_t C, int64_t 
   }
 }
 
+#if defined(__GNUC__) && defined(__x86_64__)
+#define MG_HAVE_AVX2_TRANSPOSE 1
+// The same with AVX2: whole 8 x 8 blocks are loaded as 8 rows of the source, transposed in
+// registers (unpack, shuffle, swap 128-bit halves) and stored as 8 rows of dst; the ragged edges
+// take the scalar loop. The scalar form is one load and one store per float, and the column it
+// reads touches a new line per element: 1% of a small-mos training step for d W alone.
+__attribute__((target("avx2"))) void transpose_rows_avx2(const float* __restrict src, int64_t ld,
+                                                         int64_t C, int64_t i0, int64_t i1,
+                                                         float* __restrict dst) {
+  const int64_t i8 = i0 + (i1 - i0) / 8 * 8, C8 = C / 8 * 8;
+  for (int64_t ib = i0; ib < i8; ib += kTransposeTile) {
+    const int64_t ie = std::min(i8, ib + kTransposeTile);
+    for (int64_t jb = 0; jb < C8; jb += kTransposeTile) {
+      const int64_t je = std::min(C8, jb + kTransposeTile);
+      for (int64_t i = ib; i < ie; i += 8)
+        for (int64_t j = jb; j < je; j += 8) {
+          __m256 r[8], t[8];
+          for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + (j + k) * ld + i);
+          for (int k = 0; k < 8; k += 2) {
+            t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+            t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+          }
+          for (int k = 0; k < 8; k += 4) {
+            r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+            r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+            r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+          }
+          for (int k = 0; k < 4; ++k) {
+            _mm256_storeu_ps(dst + (i + k) * C + j, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+            _mm256_storeu_ps(dst + (i + k + 4) * C + j,
+                             _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+          }
+        }
+    }
+  }
+  for (int64_t i = i0; i < i8; ++i)  // the columns past the last whole 8
+    for (int64_t j = C8; j < C; ++j) dst[i * C + j] = src[j * ld + i];
+  transpose_rows_scalar(src, ld, C, i8, i1, dst);  // the rows past the last whole 8
+}
+#endif
+
 }  // namespace
+
+void transpose_rows(const float* src, int64_t ld, int64_t C, int64_t i0, int64_t i1, float* dst) {
+#ifdef MG_HAVE_AVX2_TRANSPOSE
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return transpose_rows_avx2(src, ld, C, i0, i1, dst);
+#endif
+  transpose_rows_scalar(src, ld, C, i0, i1, dst);
+}
 
 Tensor copy_contiguous(const Tensor& t) {
   Tensor out = make_contiguous(t.shape(), t.device());

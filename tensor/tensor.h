@@ -134,6 +134,10 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
 
 // Copies a strided tensor into a fresh contiguous one (no autograd; the op `contiguous` wraps it).
 Tensor copy_contiguous(const Tensor& t);
+// Rows [i0, i1) of the transpose of a matrix stored as C rows of ld floats:
+// dst[i * C + j] = src[j * ld + i] (dst [.., C], row-major). Tiled, with 8 x 8 AVX2 blocks where the
+// CPU has them; copy_contiguous of a transposed view runs it in parallel.
+void transpose_rows(const float* src, int64_t ld, int64_t C, int64_t i0, int64_t i1, float* dst);
 
 // Throws ShapeError "op: <what> expects ..., got [a]" when the rank differs.
 void check_rank(const std::string& op, const Tensor& t, int rank, const char* arg = "input");

@@ -52,7 +52,8 @@ TEST(Tensor, TransposedCopiesMatchElementByElement) {
   // copy_contiguous copies a transposed matrix in 32 x 32 tiles: edges that are not whole tiles,
   // views with an offset and a row stride wider than the row, against at() element by element.
   for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {32, 32}, {33, 65}, {100, 47}}) {
+       {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {8, 8}, {9, 9}, {32, 32}, {33, 65}, {100, 47},
+        {16, 200}, {201, 17}}) {
     const Tensor base = Tensor::arange((rows + 3) * (cols + 2));
     const Tensor m =
         narrow(narrow(reshape(base, {cols + 2, rows + 3}), 0, 1, cols), 1, 2, rows);  // [cols,rows]
@@ -63,6 +64,19 @@ TEST(Tensor, TransposedCopiesMatchElementByElement) {
       for (int64_t j = 0; j < cols; ++j)
         ASSERT_EQ(c.at({i, j}), m.at({j, i})) << rows << "x" << cols << " at " << i << "," << j;
   }
+}
+
+// transpose_rows on a range of rows that starts off the 8 x 8 blocks and the 32 x 32 tiles (as the
+// fused head's d W asks for one thread's vocabulary rows), with the rows around it left alone.
+TEST(Tensor, TransposeRowsWritesOnlyItsRows) {
+  const int64_t C = 21, ld = 70, R = 67;  // src: C rows of ld floats, the first R of each used
+  std::vector<float> src(static_cast<size_t>(C * ld)), dst(static_cast<size_t>(R * C), -1.0f);
+  for (size_t k = 0; k < src.size(); ++k) src[k] = static_cast<float>(k);
+  const int64_t i0 = 3, i1 = 58;
+  transpose_rows(src.data(), ld, C, i0, i1, dst.data());
+  for (int64_t i = 0; i < R; ++i)
+    for (int64_t j = 0; j < C; ++j)
+      ASSERT_EQ(dst[i * C + j], i >= i0 && i < i1 ? src[j * ld + i] : -1.0f) << i << "," << j;
 }
 
 TEST(Tensor, ReshapeInfersOneDim) {

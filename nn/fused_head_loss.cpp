@@ -13,10 +13,12 @@
 //   d loss / d z_nk[j]  =  (r_nk / N) (q_j - δ_j,t)              softmax
 //                       =  (r_nk / N) (q_j - δ_j,t)(2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 -
 //                       σ(z_j))
-// When the logits [N*K,V] are small enough they are computed by one GEMM, kept, and overwritten by
-// their gradient in backward, so backward is two large GEMMs. Otherwise they are computed in chunks
-// of rows, reduced to (log-sum, target logit), and dropped; backward recomputes each chunk. Peak
-// extra memory is then one [chunk, V] block instead of ~6 [N*K, V].
+// When the logits [N*K,V] are small enough they are computed once and kept, so backward is two
+// large GEMMs: for softmax the forward keeps exp(z - shift) and backward puts each row's weights
+// around the products (backward_from_exps); sigsoftmax keeps z and overwrites it with its gradient.
+// Otherwise they are computed in chunks of rows, reduced to (log-sum, target logit), and dropped;
+// backward recomputes each chunk. Peak extra memory is then one [chunk, V] block instead of ~6
+// [N*K, V].
 #include <cmath>
 #include <cstdint>
 
@@ -373,7 +375,7 @@ void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_
 // so each product takes e as it is and the row weights go where they are cheap:
 //   d ctx          = diag(f) (e W) - c_r W[t_r] per row          ([R,E] after the GEMM)
 //   [d W^T; d b]   = ([ctx, 1] scaled by f)^T e, then d W[t_r] -= c_r ctx_r, d b[t_r] -= c_r.
-// The plain form (logits_to_grad below) spent a pass of exponentials over all R x V logits (3 ms
+// The plain form (logits_to_grad above) spent a pass of exponentials over all R x V logits (3 ms
 // of a 130 ms small-mos step) that this one does not.
 void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb,
                         std::vector<float>& c) {

@@ -255,14 +255,16 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
               float* zr = z + i * V + c0;
               float* xr = zr;
               float slab_max;
+              const int64_t t = targets[(r0 + i) / K];
+              const bool has_target = t >= c0 && t < c1;
               if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for backward
                 add_bias(zr, s.b.data() + c0, w);
                 for (int64_t j = 0; j < w; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
                 xr = scratch.data();
                 slab_max = row_max(xr, w);
+                if (has_target) z_target[i] = xr[t - c0];
               } else {
-                const int64_t t = targets[(r0 + i) / K];
-                if (t >= c0 && t < c1) z_target[i] = zr[t - c0] + s.b.data()[t];
+                if (has_target) z_target[i] = zr[t - c0] + s.b.data()[t];
                 if (run[i].shift > -INFINITY) {  // the shift is known: one pass
                   const double sum =
                       add_bias_exp_sum(zr, s.b.data() + c0, w, run[i].shift, &slab_max);
@@ -276,8 +278,6 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                 }
                 slab_max = add_bias_max(zr, s.b.data() + c0, w);
               }
-              const int64_t t = targets[(r0 + i) / K];
-              if (sig && t >= c0 && t < c1) z_target[i] = xr[t - c0];
               // Softmax: z becomes exp(z - shift) in place (kept for backward, or a scratch block).
               run[i].add(xr, w, slab_max, sig ? nullptr : zr - c0, c0);
             }
@@ -370,6 +370,23 @@ void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_
   });
 }
 
+// [ctx, 1] [R,E+1], each row scaled by f[r] (f null: not scaled): the left operand of
+// [d W^T; d b] = [ctx, 1]^T dz, whose column of ones sums dz's columns into d b.
+Tensor ctx_with_ones(const Saved& s, const float* f) {
+  const int64_t R = s.ctx.size(0), E = s.ctx.size(1);
+  Tensor ctx1 = Tensor::empty({R, E + 1});
+  float* c1 = ctx1.data();
+  const float* x = s.ctx.data();
+  parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float w = f ? f[r] : 1.0f;
+      for (int64_t j = 0; j < E; ++j) c1[r * (E + 1) + j] = w * x[r * E + j];
+      c1[r * (E + 1) + E] = w;
+    }
+  });
+  return ctx1;
+}
+
 // Backward when the forward kept e = exp(z - shift) (softmax and the mixtures of softmaxes):
 //   dz_r = c_r (q_r - δ_t) = f_r e_r - c_r δ_t,   c_r = r_nk g / N,  f_r = c_r exp(shift_r - lse_r)
 // so each product takes e as it is and the row weights go where they are cheap:
@@ -395,16 +412,8 @@ void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb
     });
   }
   if (d_Wb.defined()) {
-    Tensor ctx1 = Tensor::empty({R, E + 1});  // rows f_r [ctx_r, 1]
-    float* c1 = ctx1.data();
-    const float* x = s.ctx.data();
-    parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        for (int64_t j = 0; j < E; ++j) c1[r * (E + 1) + j] = f[r] * x[r * E + j];
-        c1[r * (E + 1) + E] = f[r];
-      }
-    });
-    gemm(true, false, E + 1, V, R, 1.0f, c1, E + 1, e, V, 0.0f, d_Wb.data(), V);
+    const Tensor ctx1 = ctx_with_ones(s, f.data());  // rows f_r [ctx_r, 1]
+    gemm(true, false, E + 1, V, R, 1.0f, ctx1.data(), E + 1, e, V, 0.0f, d_Wb.data(), V);
   }
 }
 
@@ -424,18 +433,7 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
     c.resize(static_cast<size_t>(R));
     backward_from_exps(s, scale, d_ctx, d_Wb, c);
   } else if (s.need_ctx || need_wb) {
-    Tensor ctx1;
-    if (need_wb) {
-      ctx1 = Tensor::empty({R, E + 1});
-      float* c1 = ctx1.data();
-      const float* x = s.ctx.data();
-      parallel_for(R, 256, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          std::copy(x + r * E, x + (r + 1) * E, c1 + r * (E + 1));
-          c1[r * (E + 1) + E] = 1.0f;
-        }
-      });
-    }
+    const Tensor ctx1 = need_wb ? ctx_with_ones(s, nullptr) : Tensor();
     Tensor logits = s.logits;  // a handle: the kept storage itself
     const bool kept = logits.defined();
     Tensor block = kept ? Tensor() : Tensor::empty({s.chunk_rows, V});

@@ -520,6 +520,10 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
   if (K <= 0 || alpha == 0) return scale_c(p);
   const Arch& g = arch_of(now);
   const int64_t blocks = ceil_div(K, B.kc_blk_);
+  // Micro-panel q of k block b starts q*nr*ceil(kc/k_per_slot) slots in (the constructor).
+  auto panel = [&](int64_t b, int64_t kc) {
+    return B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);
+  };
   auto rows = [&](int64_t i0, int64_t i1) {  // C[i0:i1, :], as run_block does it
     const int64_t m_all = i1 - i0;
     if (m_all <= 0) return;
@@ -530,9 +534,8 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
       // (the same h_{t-1} packed for each of the four gates: 4% of the LSTM).
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
-        const float* panel = B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);
-        g.macro_a_direct(m_all, N, kc, A + i0 * lda + pc, lda, panel, alpha, b == 0 ? beta : 1.0f,
-                         C + i0 * ldc, ldc, Upcoming{});
+        g.macro_a_direct(m_all, N, kc, A + i0 * lda + pc, lda, panel(b, kc), alpha,
+                         b == 0 ? beta : 1.0f, C + i0 * ldc, ldc, Upcoming{});
       }
       return;
     }
@@ -542,10 +545,8 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
       const int64_t m = std::min(mc, i1 - ic);
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
-        // Micro-panel q of block b starts q*nr*ceil(kc/k_per_slot) slots in (the constructor).
-        const float* panel = B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);
         g.pack_a(false, A + ic * lda + pc, lda, m, kc, Ap);
-        g.macro(m, N, kc, Ap, panel, 0, alpha, b == 0 ? beta : 1.0f, C + ic * ldc, ldc);
+        g.macro(m, N, kc, Ap, panel(b, kc), 0, alpha, b == 0 ? beta : 1.0f, C + ic * ldc, ldc);
       }
     }
   };

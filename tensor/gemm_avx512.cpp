@@ -20,6 +20,7 @@
 #include <algorithm>
 
 #include "tensor/gemm_avx512_tile.h"
+#include "tensor/transpose8.h"
 
 #define MG_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
 
@@ -148,25 +149,6 @@ MG_AVX512 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, 
                               const float* Bp, float alpha, float beta, float* C, int64_t ldc,
                               const Upcoming& /*upcoming: not prefetched*/) {
   macro_any(m, n, kc, A, lda, Bp, 0, alpha, beta, C, ldc);
-}
-
-// In-register transpose of 8 rows of 8 floats (unpack, shuffle, then swap 128-bit halves).
-MG_AVX512 inline void transpose8(__m256 r[8]) {
-  __m256 t[8], s[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 8; i += 4) {
-    s[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
-    s[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
-    s[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
-    s[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
-  }
-  for (int i = 0; i < 4; ++i) {
-    r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
-    r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
-  }
 }
 
 // rows x kc (rows <= 8) of a row-major matrix, src(i, k) = src[i*ld + k], into dst[k*dst_ld + i]

@@ -4,7 +4,7 @@
 #include <cstring>
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#include <immintrin.h>
+#include "tensor/transpose8.h"
 #endif
 
 #include "cuda/backend.h"
@@ -285,7 +285,7 @@ void transpose_rows_scalar(const float* __restrict src, int64_t ld, int64_t C, i
 #if defined(__GNUC__) && defined(__x86_64__)
 #define MG_HAVE_AVX2_TRANSPOSE 1
 // The same with AVX2: whole 8 x 8 blocks are loaded as 8 rows of the source, transposed in
-// registers (unpack, shuffle, swap 128-bit halves) and stored as 8 rows of dst; the ragged edges
+// registers (transpose8, shared with the GEMM's packing) and stored as 8 rows of dst; the ragged edges
 // take the scalar loop. The scalar form is one load and one store per float, and the column it
 // reads touches a new line per element: 1% of a small-mos training step for d W alone.
 __attribute__((target("avx2"))) void transpose_rows_avx2(const float* __restrict src, int64_t ld,
@@ -298,23 +298,10 @@ __attribute__((target("avx2"))) void transpose_rows_avx2(const float* __restrict
       const int64_t je = std::min(C8, jb + kTransposeTile);
       for (int64_t i = ib; i < ie; i += 8)
         for (int64_t j = jb; j < je; j += 8) {
-          __m256 r[8], t[8];
+          __m256 r[8];
           for (int k = 0; k < 8; ++k) r[k] = _mm256_loadu_ps(src + (j + k) * ld + i);
-          for (int k = 0; k < 8; k += 2) {
-            t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
-            t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
-          }
-          for (int k = 0; k < 8; k += 4) {
-            r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
-            r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
-            r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
-            r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
-          }
-          for (int k = 0; k < 4; ++k) {
-            _mm256_storeu_ps(dst + (i + k) * C + j, _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
-            _mm256_storeu_ps(dst + (i + k + 4) * C + j,
-                             _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
-          }
+          transpose8(r);
+          for (int k = 0; k < 8; ++k) _mm256_storeu_ps(dst + (i + k) * C + j, r[k]);
         }
     }
   }

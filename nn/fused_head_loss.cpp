@@ -108,6 +108,22 @@ inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict 
   float m[16], acc[16];
   for (int l = 0; l < 16; ++l) m[l] = -INFINITY, acc[l] = 0.0f;
   int64_t j = 0;
+#if defined(__AVX512F__)
+  // The loop below, with vexp16_at_most_64 (vscalefps): the same lanes, the same bits where
+  // exp(z - shift) is a normal float. vmaxps(m, z) returns z when either is NaN, where std::max
+  // keeps m: the running max is kept as max(z, m) instead, which skips a NaN z as std::max does.
+  __m512 m16 = _mm512_set1_ps(-INFINITY), acc16 = _mm512_setzero_ps();
+  const __m512 shift16 = _mm512_set1_ps(shift);
+  for (; j + 16 <= n; j += 16) {
+    const __m512 z = _mm512_add_ps(_mm512_loadu_ps(z_row + j), _mm512_loadu_ps(b + j));
+    m16 = _mm512_maskz_max_ps(kAll16, z, m16);
+    const __m512 e = vexp16_at_most_64(_mm512_sub_ps(z, shift16));
+    _mm512_storeu_ps(z_row + j, e);
+    acc16 = _mm512_add_ps(acc16, e);
+  }
+  _mm512_storeu_ps(m, m16);
+  _mm512_storeu_ps(acc, acc16);
+#endif
   for (; j + 16 <= n; j += 16) {
 #pragma omp simd
     for (int l = 0; l < 16; ++l) {

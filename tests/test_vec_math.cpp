@@ -97,6 +97,56 @@ TEST(VecMath, ExpUpTo64IsExpBitForBit) {
   EXPECT_LT(mg::vexp_at_most_64(64.0f), 6.3e27f);
 }
 
+#if defined(__AVX512F__)
+// The AVX-512 form the head's exponential passes use (vscalefps for 2^n): the scalar form's bits
+// wherever exp(x) is a normal float, the true exp below (subnormal, then 0) where the scalar form
+// stays at FLT_MIN, 0 for -inf, NaN for NaN.
+TEST(VecMath, Exp16IsExpAtMost64BitForBitOverTheNormalRange) {
+  int64_t checked = 0, differ = 0;
+  float first_bad = 0;
+  float in[16], out[16];
+  auto run = [&](int lanes) {
+    _mm512_storeu_ps(out, mg::vexp16_at_most_64(_mm512_loadu_ps(in)));
+    for (int l = 0; l < lanes; ++l) {
+      const float want = mg::vexp_at_most_64(in[l]);
+      ++checked;
+      if (std::memcmp(&want, &out[l], 4) != 0 && differ++ == 0) first_bad = in[l];
+    }
+  };
+  int filled = 0;
+  auto check = [&](float x) {
+    in[filled++] = x;
+    if (filled == 16) run(16), filled = 0;
+  };
+  for (double x = -87.33; x <= 64.0; x += 3.1e-4) check(static_cast<float>(x));
+  for (uint32_t bits = 1; bits <= 0x3f800000u; bits += 61) {  // tiny magnitudes, both signs
+    float x;
+    std::memcpy(&x, &bits, 4);
+    check(x), check(-x);
+  }
+  for (float x : {-87.33f, -3.5f, -0.0f, 0.0f, 63.99f, 64.0f}) check(x);
+  for (int l = filled; l < 16; ++l) in[l] = 0.0f;
+  run(filled);
+  EXPECT_EQ(differ, 0) << "of " << checked << " inputs; first at x = " << first_bad;
+  EXPECT_GT(checked, 900000);
+
+  const float below[16] = {-87.5f, -90.0f, -95.0f, -100.0f, -103.0f, -103.9f, -104.5f, -110.0f,
+                           -200.0f, -1e30f, -INFINITY, NAN, -88.0f, -99.0f, -102.0f, -150.0f};
+  _mm512_storeu_ps(out, mg::vexp16_at_most_64(_mm512_loadu_ps(below)));
+  for (int l = 0; l < 16; ++l) {
+    const double x = below[l], want = std::exp(x);
+    if (std::isnan(x)) {
+      EXPECT_TRUE(std::isnan(out[l]));
+    } else if (want < 0.5 * std::numeric_limits<float>::denorm_min()) {
+      EXPECT_EQ(out[l], 0.0f) << "x = " << x;
+    } else {  // one rounding of a subnormal: within half its spacing, 2^-150
+      EXPECT_NEAR(out[l], want, std::ldexp(1.0, -149) + 2e-7 * want) << "x = " << x;
+      EXPECT_GT(out[l], 0.0f) << "x = " << x;
+    }
+  }
+}
+#endif
+
 TEST(VecMath, TanhIsAccurateEverywhere) {
   // Relative error against double tanh, densely near 0 (where the two forms meet and where a naive
   // 1 − 2/(e^{2x}+1) loses digits) and out to where tanh is ±1 in float.

@@ -18,6 +18,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "tensor/gemm_avx512_tile.h"
 #include "tensor/transpose8.h"
@@ -33,7 +34,8 @@ constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
 // padding the kernel never reads), Bp holds 16*NV floats per k. n_last (1..16) is how many columns
 // of the last vector are inside C: the edge tile costs masked loads/stores, not a scalar path.
 // Every element sees the same fma chain whatever the tile shape, so results do not depend on where
-// the tile edges fall (and hence on the thread split).
+// the tile edges fall (and hence on the thread split). The one exception, a last vector of at most
+// 8 columns (micro_pair, below), sums pairs of k; which columns those are depends on N alone.
 // lda != 0: A is not packed but read in place, row i of the tile at a + i*lda (macro_a_direct):
 // the same products in the same order, so the same bits.
 // kPrefetch: also fetch pf's lines into L2, a share every 8 k (macro: the next micro-panel of a B
@@ -89,6 +91,90 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const f
 using MicroFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
                          float, float, int, const PrefetchLines*);
 
+// The last vector of a tile when it holds at most 8 columns of C (N mod 16 in 1..8; the head's
+// d ctx, N = E = 200, ends in one). One 16-lane FMA per k would do half useful work there, and
+// the kernel is bound by its broadcasts of A (one per FMA): those 8 columns of d ctx cost 2.5% of
+// a small-mos step, for 4% of one product. Pairs of k fill the lanes instead: lane 2j of the
+// paired accumulator sums column j over the even k of the block, lane 2j+1 over the odd k, from
+// one broadcast of the pair (A(i,k), A(i,k+1)) times B's rows k and k+1 interleaved; at the end
+// C(i,j) = alpha * (even + odd) + beta * C. The NF full vectors before it run the usual chain,
+// two k per iteration (the same bits as micro). Which columns take this path depends on N alone
+// (threads split C at multiples of 48 columns, the LSTM's units at multiples of 16), so results
+// stay independent of the thread count; they differ from one k chain by rounding only.
+template <int M, int NF, bool kDirectA>
+MG_AVX512 void micro_pair(int64_t kc, const float* __restrict a, int64_t lda,
+                          const float* __restrict b, int64_t bs, float* __restrict c, int64_t ldc,
+                          float alpha, float beta, int n_last, const PrefetchLines* /*pf*/) {
+  __m512 acc[M][NF + 1];  // [v < NF]: full vectors; [NF]: the paired lanes
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i)
+#pragma GCC unroll 3
+    for (int v = 0; v <= NF; ++v) acc[i][v] = _mm512_setzero_ps();
+  prefetch_c_tile<M, NF + 1>(c, ldc);
+  const __m512i interleave =
+      _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const float* bp = b + 16 * NF;  // the paired vector's columns, row k at bp + k*bs
+  int64_t k = 0;
+  for (; k + 2 <= kc; k += 2) {
+    __m512 b0[NF + 1], b1[NF + 1];
+#pragma GCC unroll 3
+    for (int v = 0; v < NF; ++v)
+      b0[v] = _mm512_loadu_ps(b + k * bs + 16 * v),
+      b1[v] = _mm512_loadu_ps(b + (k + 1) * bs + 16 * v);
+    const __m512 bpair = _mm512_permutex2var_ps(_mm512_loadu_ps(bp + k * bs), interleave,
+                                                _mm512_loadu_ps(bp + (k + 1) * bs));
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      __m512 a0, a1, apair;
+      if (kDirectA && NF == 0) {  // one 64-bit broadcast of the adjacent pair
+        double two;
+        std::memcpy(&two, a + i * lda + k, sizeof two);
+        apair = _mm512_castpd_ps(_mm512_set1_pd(two));
+      } else {
+        a0 = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[k * kMr + i]);
+        a1 = _mm512_set1_ps(kDirectA ? a[i * lda + k + 1] : a[(k + 1) * kMr + i]);
+        apair = _mm512_mask_blend_ps(0xAAAA, a0, a1);
+#pragma GCC unroll 3
+        for (int v = 0; v < NF; ++v) acc[i][v] = _mm512_fmadd_ps(a0, b0[v], acc[i][v]);
+#pragma GCC unroll 3
+        for (int v = 0; v < NF; ++v) acc[i][v] = _mm512_fmadd_ps(a1, b1[v], acc[i][v]);
+      }
+      acc[i][NF] = _mm512_fmadd_ps(apair, bpair, acc[i][NF]);
+    }
+  }
+  if (k < kc) {  // an odd kc: the last k alone, into the even lanes only
+    const __m512 bpair =
+        _mm512_permutex2var_ps(_mm512_loadu_ps(bp + k * bs), interleave, _mm512_setzero_ps());
+#pragma GCC unroll 8
+    for (int i = 0; i < M; ++i) {
+      const __m512 a0 = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[k * kMr + i]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NF; ++v)
+        acc[i][v] = _mm512_fmadd_ps(a0, _mm512_loadu_ps(b + k * bs + 16 * v), acc[i][v]);
+      acc[i][NF] = _mm512_mask3_fmadd_ps(a0, bpair, acc[i][NF], 0x5555);
+    }
+  }
+  // Fold each pair of lanes (even + odd k) and gather the 8 sums into lanes 0..7.
+  const __m512i evens = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0);
+#pragma GCC unroll 8
+  for (int i = 0; i < M; ++i) {
+    // (maskz with every lane: the plain intrinsics start from _mm512_undefined_ps, which GCC 12
+    // reports as uninitialized)
+    const __m512 sums =
+        _mm512_add_ps(acc[i][NF], _mm512_maskz_permute_ps(0xffff, acc[i][NF], 0xB1));
+    acc[i][NF] = _mm512_maskz_permutexvar_ps(0xffff, evens, sums);
+  }
+  store_c_tile<M, NF + 1>(acc, c, ldc, alpha, beta, static_cast<__mmask16>((1u << n_last) - 1));
+}
+
+template <int M, bool D>
+constexpr MicroFn micro_pair_row[kNv] = {micro_pair<M, 0, D>, micro_pair<M, 1, D>,
+                                         micro_pair<M, 2, D>};
+template <bool D>
+constexpr const MicroFn* kMicroPair[kMr] = {
+    micro_pair_row<1, D>, micro_pair_row<2, D>, micro_pair_row<3, D>, micro_pair_row<4, D>,
+    micro_pair_row<5, D>, micro_pair_row<6, D>, micro_pair_row<7, D>, micro_pair_row<8, D>};
+
 template <int M, bool D, bool P>
 constexpr MicroFn micro_row[kNv] = {micro<M, 1, D, P>, micro<M, 2, D, P>, micro<M, 3, D, P>};
 template <bool D, bool P>
@@ -128,7 +214,10 @@ MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64
       const int64_t end = std::min(kc, next_row + share);
       pf.first = 3 * next_row, pf.end = 3 * end;
       next_row = end;
-      const MicroFn f = lda                 ? kMicro<true, false>[rows - 1][nv - 1]
+      // (B read in place is whole micro-panels: n_last is 16 there, and pf is only for it.)
+      const MicroFn f = n_last <= 8 && lda  ? kMicroPair<true>[rows - 1][nv - 1]
+                        : n_last <= 8       ? kMicroPair<false>[rows - 1][nv - 1]
+                        : lda               ? kMicro<true, false>[rows - 1][nv - 1]
                         : pf.end > pf.first ? kMicro<false, true>[rows - 1][nv - 1]
                                             : kMicro<false, false>[rows - 1][nv - 1];
       f(kc, lda ? A + ir * lda : A + ir * kc, lda, b, bs, C + ir * ldc + jr, ldc, alpha, beta,

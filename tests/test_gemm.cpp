@@ -156,6 +156,51 @@ TEST(Gemm, LargerOddSizesAndKBlocks) {
     }
 }
 
+// A tile whose last vector holds at most 8 columns (N mod 16 in 1..8) sums those columns over
+// pairs of k, even and odd k in two lanes (gemm_avx512.cpp, micro_pair), after one, two or three
+// vectors (N mod 48 = 8, 24, 40), with A read in place or packed (ta), for kc even and odd and
+// across kc blocks, every row count of the last 8-row tile, alpha/beta and a NaN C under beta 0.
+// The two A paths and 1, 2 or 3 threads give the same bits.
+TEST(Gemm, NarrowLastVectorSumsPairsOfK) {
+  const int saved = mg::num_threads();
+  uint32_t seed = 1500;
+  for (int64_t N : {int64_t{3}, int64_t{8}, int64_t{24}, int64_t{40}, int64_t{200}, int64_t{1000}})
+    for (int64_t K : {int64_t{2}, int64_t{6}, int64_t{512}, int64_t{1030}, int64_t{1031}})
+      for (int64_t M : {int64_t{5}, int64_t{8}, int64_t{20}, int64_t{63}}) {
+        Case c;
+        c.M = M, c.N = N, c.K = K, c.alpha = 0.75f;
+        c.beta = (seed % 3 == 0) ? 0.0f : 0.5f;
+        c.nan_c = c.beta == 0.0f;
+        c.pad_a = seed % 2;
+        const Problem r(c, seed++);
+        Case packed = c;  // the same op(A) stored transposed: always packed
+        packed.ta = true, packed.pad_a = 0;
+        Problem rt = r;
+        std::mt19937 unused(1);
+        rt.A = Stored(K, M, 0, unused);
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t kk = 0; kk < K; ++kk) rt.A.v[kk * M + i] = r.A.v[i * r.A.ld + kk];
+        for (GemmKernel k : kernels()) {
+          mg::set_num_threads(1);
+          const std::vector<float> one = r.compute(k, c);
+          expect_matches_reference(r, c, one, mg::gemm_kernel_name(k));
+          for (int threads : {1, 2, 3}) {
+            mg::set_num_threads(threads);
+            const std::vector<float> direct = r.compute(k, c), by_packed = rt.compute(k, packed);
+            for (size_t i = 0; i < one.size(); ++i) {
+              ASSERT_EQ(std::memcmp(&one[i], &direct[i], sizeof(float)), 0)
+                  << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads
+                  << " threads: element " << i;
+              ASSERT_EQ(std::memcmp(&one[i], &by_packed[i], sizeof(float)), 0)
+                  << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads
+                  << " threads, A packed: element " << i;
+            }
+          }
+        }
+      }
+  mg::set_num_threads(saved);
+}
+
 TEST(Gemm, AlphaBeta) {
   uint32_t seed = 200;
   for (bool ta : {false, true})

@@ -51,9 +51,11 @@ __attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline void 
   __m512 bv[NV];
 #pragma GCC unroll 3
   for (int v = 0; v < NV; ++v) bv[v] = _mm512_loadu_ps(b + 16 * v);
-#pragma GCC unroll 8
+#pragma GCC unroll 9
   for (int i = 0; i < M; ++i) {
-    const __m512 ai = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i]);
+    // Packed, row 8 of a 9-row tile is row 0 of the next micro-panel, lda = kc floats on.
+    const __m512 ai =
+        _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i / kMr * kMr * lda + i % kMr]);
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
   }
@@ -66,7 +68,7 @@ MG_AVX512 void micro(int64_t kc, const float* __restrict a, int64_t lda, const f
                      int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
                      int n_last, const PrefetchLines* pf) {
   __m512 acc[M][NV];
-#pragma GCC unroll 8
+#pragma GCC unroll 9
   for (int i = 0; i < M; ++i)
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_setzero_ps();
@@ -177,6 +179,13 @@ constexpr const MicroFn* kMicroPair[kMr] = {
 
 template <int M, bool D, bool P>
 constexpr MicroFn micro_row[kNv] = {micro<M, 1, D, P>, micro<M, 2, D, P>, micro<M, 3, D, P>};
+// A 9 x 48 tile: 27 accumulators, 3 B vectors and one broadcast, 31 of the 32 registers. It takes
+// the last 9 rows when M is one more than a multiple of 8 (the head's [d W^T; d b], M = E+1 =
+// 201, whose ones row gives d b), where a lone row would be a 1 x 48 tile: one FMA per B vector
+// loaded, bound by L2 bandwidth at ~35% of peak (0.5% of a small-mos step for 0.5% of one
+// product's FLOPs). Each element sees the same chain as in any other tile: the same bits.
+template <bool D, bool P>
+constexpr MicroFn kMicro9 = micro<kMr + 1, kNv, D, P>;
 template <bool D, bool P>
 constexpr const MicroFn* kMicro[kMr] = {micro_row<1, D, P>, micro_row<2, D, P>, micro_row<3, D, P>,
                                         micro_row<4, D, P>, micro_row<5, D, P>, micro_row<6, D, P>,
@@ -209,19 +218,28 @@ MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64
     pf.base = prefetch_next ? reinterpret_cast<const char*>(b + kNr) : nullptr;
     pf.ld = static_cast<int64_t>(sizeof(float)) * ldb_direct;
     pf.per_row = 3;
-    for (int64_t ir = 0; ir < m; ir += kMr) {
-      const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
+    // M = 8q + 1 (q >= 1) on a whole panel: the last 9 rows in one tile (kMicro9).
+    const bool nine = m % kMr == 1 && m > kMr && cols == kNr;
+    for (int64_t ir = 0; ir < m;) {
+      const int rows = nine && ir == m - kMr - 1 ? kMr + 1
+                                                 : static_cast<int>(std::min<int64_t>(kMr, m - ir));
       const int64_t end = std::min(kc, next_row + share);
       pf.first = 3 * next_row, pf.end = 3 * end;
       next_row = end;
       // (B read in place is whole micro-panels: n_last is 16 there, and pf is only for it.)
-      const MicroFn f = n_last <= 8 && lda  ? kMicroPair<true>[rows - 1][nv - 1]
-                        : n_last <= 8       ? kMicroPair<false>[rows - 1][nv - 1]
-                        : lda               ? kMicro<true, false>[rows - 1][nv - 1]
-                        : pf.end > pf.first ? kMicro<false, true>[rows - 1][nv - 1]
-                                            : kMicro<false, false>[rows - 1][nv - 1];
-      f(kc, lda ? A + ir * lda : A + ir * kc, lda, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
-        n_last, &pf);
+      const bool prefetch = pf.end > pf.first;
+      const MicroFn f = rows > kMr          ? (lda        ? kMicro9<true, false>
+                                               : prefetch ? kMicro9<false, true>
+                                                          : kMicro9<false, false>)
+                        : n_last <= 8 && lda ? kMicroPair<true>[rows - 1][nv - 1]
+                        : n_last <= 8        ? kMicroPair<false>[rows - 1][nv - 1]
+                        : lda                ? kMicro<true, false>[rows - 1][nv - 1]
+                        : prefetch           ? kMicro<false, true>[rows - 1][nv - 1]
+                                             : kMicro<false, false>[rows - 1][nv - 1];
+      // A packed: a 9-row tile reads its last row from the next micro-panel, kc floats on.
+      f(kc, lda ? A + ir * lda : A + ir * kc, lda ? lda : (rows > kMr ? kc : 0), b, bs,
+        C + ir * ldc + jr, ldc, alpha, beta, n_last, &pf);
+      ir += rows;
     }
   }
 }

@@ -22,11 +22,8 @@
 
 #include "tensor/gemm.h"
 #include "tensor/gemm_kernels.h"
+#include "bench/fma_peak.h"
 #include "tensor/parallel.h"
-
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#include <immintrin.h>
-#endif
 
 namespace {
 
@@ -34,71 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// ---- Peak: independent FMA chains on registers only (no memory traffic), enough of them to
-// cover latency x pipes (12 chains of 16 lanes; Zen 5 needs 2 pipes x 4 cycles = 8). x and y go
-// through an empty asm so the compiler cannot fold the chains, and nothing is touched inside the
-// loop: an asm operand there would make GCC keep the array in memory and time stores instead.
-constexpr int kChains = 12;
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-__attribute__((target("avx512f"))) double fma_loop_avx512(int64_t iters) {
-  __m512 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm512_set1_ps(0.001f * i);
-  __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
-  __asm__ volatile("" : "+v"(x), "+v"(y));
-  for (int64_t n = 0; n < iters; ++n) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm512_fmadd_ps(x, y, acc[i]);
-  }
-  // Summed through memory: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized in its own header.
-  float s = 0;
-  float tmp[16];
-  for (int i = 0; i < kChains; ++i) {
-    _mm512_storeu_ps(tmp, acc[i]);
-    for (float t : tmp) s += t;
-  }
-  return s;
-}
-__attribute__((target("avx2,fma"))) double fma_loop_avx2(int64_t iters) {
-  __m256 acc[kChains];
-  for (int i = 0; i < kChains; ++i) acc[i] = _mm256_set1_ps(0.001f * i);
-  __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
-  __asm__ volatile("" : "+x"(x), "+x"(y));
-  for (int64_t n = 0; n < iters; ++n) {
-#pragma GCC unroll 12
-    for (int i = 0; i < kChains; ++i) acc[i] = _mm256_fmadd_ps(x, y, acc[i]);
-  }
-  float s = 0;
-  float tmp[8];
-  for (int i = 0; i < kChains; ++i) {
-    _mm256_storeu_ps(tmp, acc[i]);
-    for (float t : tmp) s += t;
-  }
-  return s;
-}
-#endif
-
-// GFLOP/s of the FMA loop on `threads` threads, best of 5.
-double measure_peak(int threads, int lanes) {
-  const int64_t iters = 20'000'000;
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    double sink = 0;
-    const auto t0 = Clock::now();
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(threads) reduction(+ : sink) schedule(static)
-#endif
-    for (int t = 0; t < threads; ++t) {
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-      sink += lanes == 16 ? fma_loop_avx512(iters) : fma_loop_avx2(iters);
-#endif
-    }
-    const double s = seconds_since(t0);
-    if (sink == 12345.678) std::printf("#\n");  // use the result
-    best = std::max(best, 2.0 * kChains * lanes * iters * threads / s / 1e9);
-  }
-  return best;
 }
 
 struct Shape {
@@ -154,13 +86,11 @@ int main(int argc, char** argv) {
   std::printf("# kernel %s, %d threads, median of %d runs\n", mg::gemm_kernel_name(resolved),
               mg::num_threads(), runs);
 
-  const int lanes = mg::gemm_kernel_supported(mg::GemmKernel::kAvx512) ? 16
-                    : mg::gemm_kernel_supported(mg::GemmKernel::kAvx2) ? 8
-                                                                       : 0;
+  const int lanes = mg::bench::fma_lanes();
   if (lanes) {
     const int max_t = mg::num_threads();
     for (int t = 1; t <= std::max(2, max_t); ++t)
-      std::printf("peak %dt fma %.1f\n", t, measure_peak(t, lanes));
+      std::printf("peak %dt fma %.1f\n", t, mg::bench::measure_peak(t, lanes));
     std::fflush(stdout);
   }
 

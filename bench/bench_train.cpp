@@ -6,6 +6,11 @@
 //                                   [--mode train|eval|both] [--profile] [--device cpu|cuda]
 //                                   [--tf32] [--precision fp32|bf16]
 // Prints one JSON line: {"preset":..., "train_tok_s":..., "eval_tok_s":..., "peak_rss_mb":...}
+// On the CPU, training also gives "fma_peak_gflops": the FP32 FMA peak (bench/fma_peak.h) with
+// the same threads, best of bursts right before and right after the timed steps. The share of the
+// ceiling (tokens/s x FLOP per token / peak) then divides two figures of the same minute: this
+// machine's speed drifts by 5-10% over minutes (other tenants), and a peak measured at the end of
+// `make bench`, a quarter of an hour later, mixed two states.
 // With --device cuda the model runs on the GPU; each timed run ends with a device synchronisation,
 // and the line adds the peak GPU memory held by tensors ("peak_gpu_mb") and the share of the
 // timed wall time cuBLAS's GEMMs kept the GPU busy ("gemm_share", from CUDA events).
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "autograd/ops.h"
+#include "bench/fma_peak.h"
 #include "cuda/backend.h"
 #include "lm/optim.h"
 #include "lm/train.h"
@@ -145,7 +151,8 @@ int run(int argc, char** argv) {
     }
   };
 
-  double train_tok_s = 0, eval_tok_s = 0, gemm_share = 0;
+  double train_tok_s = 0, eval_tok_s = 0, gemm_share = 0, fma_peak = 0;
+  const int lanes = device == Device::CPU ? bench::fma_lanes() : 0;
   if (mode == "train" || mode == "both") {
     model.train();
     Hidden hidden = model.init_hidden(B);
@@ -153,6 +160,7 @@ int run(int argc, char** argv) {
     train_step(hidden, false, parts);  // warm-up: first-touch allocations
     sync();
     if (device == Device::CUDA) cuda_gemm_timing(true);
+    if (lanes) fma_peak = bench::measure_peak(num_threads(), lanes);  // ~0.15 s
     std::vector<double> rates, cpu_rates;
     double timed = 0;  // seconds of all timed runs
     for (int r = 0; r < repeats; ++r) {
@@ -170,6 +178,7 @@ int run(int argc, char** argv) {
       timed += run;
     }
     train_tok_s = median(rates);
+    if (lanes) fma_peak = std::max(fma_peak, bench::measure_peak(num_threads(), lanes));
     // Tokens per second of this process's CPU time: with --threads 1 it measures the work, not
     // the machine's other jobs (with more threads, OpenMP's waiting spins count too).
     if (profile) std::fprintf(stderr, "train tokens per CPU second: %.1f\n", median(cpu_rates));
@@ -211,9 +220,9 @@ int run(int argc, char** argv) {
   std::printf(
       "{\"impl\":\"mosgrad\",\"preset\":\"%s\",\"precision\":\"%s\",\"threads\":%d,\"train_tok_"
       "s\":%.1f,\"eval_tok_s\":%.1f,\"peak_rss_mb\":%.1f,\"peak_tensor_mb\":%.1f,\"train_flop_per_"
-      "token\":%.0f}\n",
+      "token\":%.0f,\"fma_peak_gflops\":%.1f}\n",
       preset.c_str(), precision.c_str(), num_threads(), train_tok_s, eval_tok_s, peak_rss_mb(),
-      allocator_stats().peak_live_bytes / 1048576.0, train_flop_per_token(cfg.model));
+      allocator_stats().peak_live_bytes / 1048576.0, train_flop_per_token(cfg.model), fma_peak);
   return 0;
 }
 

@@ -121,12 +121,15 @@ if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
         r = d.get((p, prec), {})
         forms = [r[k] for k in ("train_tok_s", "train_plain_tok_s", "train_gathered_tok_s") if r.get(k)]
         return max(forms) if forms else None
-    print("\nTraining tokens/s in FP32 and bf16 (mosgrad --precision bf16; PyTorch torch.autocast(\"cpu\", bfloat16)), and the share of the FP32 ceiling each reaches (tokens/s × FLOP per token ÷ FP32 FMA peak%s):\n" % (
+    print("\nTraining tokens/s in FP32 and bf16 (mosgrad --precision bf16; PyTorch torch.autocast(\"cpu\", bfloat16)), and the share of the FP32 ceiling each reaches: tokens/s × FLOP per token ÷ the FP32 FMA peak measured right before and after this preset's mosgrad runs (bench_train's fma_peak_gflops, best of its bursts; PyTorch's runs of the preset follow each of them). This machine's speed drifts by 5-10%% over minutes, so a share divides figures of the same minute; the last column divides mosgrad FP32 by the single peak measured at the end of the run%s instead.\n" % (
         ", %.0f GFLOP/s" % (ceiling / 1e9) if ceiling else ""))
-    print("| preset | MFLOP/token | mosgrad FP32 | mosgrad bf16 | PyTorch FP32 | PyTorch bf16 | bf16 ÷ FP32 | mosgrad bf16 ÷ PyTorch FP32 | mosgrad bf16 ÷ PyTorch bf16 | ceiling share: mosgrad FP32 / bf16, PyTorch FP32 / bf16 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| preset | MFLOP/token | mosgrad FP32 | mosgrad bf16 | PyTorch FP32 | PyTorch bf16 | bf16 ÷ FP32 | mosgrad bf16 ÷ PyTorch FP32 | mosgrad bf16 ÷ PyTorch bf16 | FP32 FMA peak GFLOP/s | ceiling share: mosgrad FP32 / bf16, PyTorch FP32 / bf16 | mosgrad FP32 ÷ end-of-run peak |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for p in mg:
         flop = mg[p].get("train_flop_per_token")
+        peaks = [mg_all.get((p, prec), {}).get("fma_peak_gflops") for prec in ("fp32", "bf16")]
+        peaks = [x * 1e9 for x in peaks if x]
+        here = max(peaks) if peaks else ceiling  # this preset's ceiling
         a, b = train(mg_all, p, "fp32"), train(mg_all, p, "bf16")
         c, d = train(pt_all, p, "fp32"), train(pt_all, p, "bf16")
         err = pt_all.get((p, "bf16"), {})
@@ -136,10 +139,10 @@ if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
             d_note = None
         f0 = lambda x: "%.0f" % x if x else "–"
         r = lambda x, y: "%.2f×" % (x / y) if x and y else "–"
-        sh = lambda x: "%.0f%%" % (100 * x * flop / ceiling) if x and flop and ceiling else "–"
-        print("| %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s / %s, %s / %s |" % (
+        sh = lambda x, c=here: "%.0f%%" % (100 * x * flop / c) if x and flop and c else "–"
+        print("| %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s, %s / %s | %s |" % (
             p, (flop or 0) / 1e6, f0(a), f0(b), f0(c), d_note or f0(d), r(b, a), r(b, c), r(b, d),
-            sh(a), sh(b), sh(c), sh(d)))
+            f0(here / 1e9 if here else None), sh(a), sh(b), sh(c), sh(d), sh(a, ceiling)))
 # The quality side of bf16, from tools/bf16_quality.sh's runs on this machine (it trains for ~35
 # minutes, so make bench does not re-run it): best valid perplexity after the same steps, same
 # seeds, in both precisions.

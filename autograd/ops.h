@@ -93,6 +93,12 @@ Tensor stack(const std::vector<Tensor>& xs, int dim);
 // Rows of `table` [R,C] picked by `index` (each in [0,R)): -> [n,C]. Backward scatter-adds into the
 // rows (an embedding lookup: table = encoder.weight [V,E], index = token ids).
 Tensor index_select(const Tensor& table, const std::vector<int64_t>& index);
+// index_select(mul(table, row_scale), index) without the [R,C] product: row i of the output is row
+// index[i] of table times row_scale[index[i]] (row_scale [R,1], no gradient; an embedding dropout
+// mask). Only the looked-up rows are scaled, forward and backward, with the same bits as the two
+// ops: the scatter-add, then each touched row of the gradient times its scale.
+Tensor index_select_scaled(const Tensor& table, const std::vector<int64_t>& index,
+                           const Tensor& row_scale);
 // Elements x[i, index[i]] of x [N,C] -> [N] (reads the log-prob of each target).
 Tensor gather_rows(const Tensor& x, const std::vector<int64_t>& index);
 

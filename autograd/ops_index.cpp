@@ -77,6 +77,50 @@ Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
   });
 }
 
+Tensor index_select_scaled(const Tensor& table_in, const std::vector<int64_t>& index,
+                           const Tensor& row_scale_in) {
+  check_rank("index_select_scaled", table_in, 2, "table");
+  check_indices("index_select_scaled", index, table_in.size(0), table_in.shape());
+  if (row_scale_in.shape() != Shape{table_in.size(0), 1})
+    throw ShapeError("index_select_scaled: row_scale " + shape_str(row_scale_in.shape()) +
+                     " must be [" + std::to_string(table_in.size(0)) + ",1], one per table row");
+  check_same_device("index_select_scaled", {table_in, row_scale_in});
+  if (table_in.is_cuda()) return index_select(mul(table_in, row_scale_in), index);  // the two ops
+  const Tensor table = contiguous_data(table_in), scale = contiguous_data(row_scale_in).detach();
+  const int64_t n = static_cast<int64_t>(index.size()), C = table.size(1);
+  Tensor out = Tensor::empty({n, C});
+  parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(C, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const float* src = table.data() + index[i] * C;
+      const float s = scale.data()[index[i]];
+      float* dst = out.data() + i * C;
+      for (int64_t c = 0; c < C; ++c) dst[c] = src[c] * s;  // mul's product, then the copy
+    }
+  });
+  const Shape shape = table.shape();
+  return record("index_select_scaled", out, {table_in}, [shape, index, scale](const Tensor& g_in) {
+    const Tensor g = contiguous_data(g_in);
+    Tensor grad = Tensor::zeros(shape);
+    const int64_t C = shape[1];
+    std::vector<int64_t> rows(index);  // each touched row once, to be scaled after the sums
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    parallel_for(C, 32, [&](int64_t c0, int64_t c1) {
+      for (size_t i = 0; i < index.size(); ++i) {  // index_select's scatter-add
+        float* dst = grad.data() + index[i] * C;
+        const float* src = g.data() + static_cast<int64_t>(i) * C;
+        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+      }
+      for (int64_t r : rows) {  // mul's backward, on the rows that are not zero
+        float* dst = grad.data() + r * C;
+        const float s = scale.data()[r];
+        for (int64_t c = c0; c < c1; ++c) dst[c] *= s;
+      }
+    });
+    return std::vector<Tensor>{grad};
+  });
+}
+
 Tensor gather_rows(const Tensor& x_in, const std::vector<int64_t>& index) {
   check_rank("gather_rows", x_in, 2);
   if (static_cast<int64_t>(index.size()) != x_in.size(0))

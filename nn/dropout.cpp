@@ -2,6 +2,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "nn/embedding.h"
 #include "tensor/kernels.h"
 
 namespace mg {
@@ -47,6 +48,14 @@ Tensor embedding_dropout(const Tensor& weight, float p, Generator& gen, bool tra
   if (!training || p == 0.0f) return weight;
   check_rank("embedding_dropout", weight, 2, "weight [V,E]");
   return mul(weight, dropout_mask({weight.size(0), 1}, p, gen, weight.device()));
+}
+
+Tensor embedding_dropout_lookup(const Tensor& weight, float p, Generator& gen, bool training,
+                                const std::vector<int64_t>& ids, int64_t T, int64_t B) {
+  if (!training || p == 0.0f) return embedding_lookup(weight, ids, T, B);
+  check_rank("embedding_dropout", weight, 2, "weight [V,E]");
+  const Tensor mask = dropout_mask({weight.size(0), 1}, p, gen, weight.device());  // [V,1]
+  return embedding_lookup(weight, ids, T, B, &mask);
 }
 
 Tensor weight_drop(const Tensor& weight, float p, Generator& gen, bool training) {

@@ -3,6 +3,8 @@
 // and are the identity when `training` is false or p == 0.
 #pragma once
 
+#include <vector>
+
 #include "tensor/philox.h"
 #include "tensor/tensor.h"
 
@@ -23,6 +25,14 @@ Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training);
 // Embedding dropout (AWD-LSTM's embedded_dropout): drops whole word types — rows of the embedding
 // matrix — for the entire batch, scaling the kept rows. weight [V,E] -> [V,E]
 Tensor embedding_dropout(const Tensor& weight, float p, Generator& gen, bool training);
+
+// embedding_lookup(embedding_dropout(weight, ...), ids, T, B) -> [T,B,E], the same numbers and the
+// same random draws, but only the T*B looked-up rows are scaled, forward and backward, instead of
+// all V rows of the table (index_select_scaled): what RNNModel::forward calls. The two-step form
+// stays as the reference the tests compare it with.
+Tensor embedding_dropout_lookup(const Tensor& weight /*[V,E]*/, float p, Generator& gen,
+                                bool training, const std::vector<int64_t>& ids, int64_t T,
+                                int64_t B);
 
 // Weight drop / DropConnect (Wan et al. 2013) on the hidden-to-hidden matrix: one mask over the
 // whole matrix per forward pass, shared by every time step. weight [4H,H] -> [4H,H]

@@ -153,10 +153,11 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
   ModelOutput out;
   // The scopes name where each op was made, for anomaly mode's messages (free when it is off).
   std::optional<AnomalyScope> scope(std::in_place, "encoder");
-  const Tensor table =
-      embedding_dropout(encoder->weight, config.dropoute, dropout_gen, training);  // [V,E]
-  Tensor x = locked_dropout(embedding_lookup(table, ids, T, B), config.dropouti, dropout_gen,
-                            training);  // [T,B,E]
+  // Embedding dropout on the looked-up rows only (the same numbers as embedding_lookup of
+  // embedding_dropout's [V,E] table), then locked dropout on the inputs.
+  Tensor x = locked_dropout(
+      embedding_dropout_lookup(encoder->weight, config.dropoute, dropout_gen, training, ids, T, B),
+      config.dropouti, dropout_gen, training);  // [T,B,E]
   for (size_t l = 0; l < rnns.size(); ++l) {
     scope.reset();
     scope.emplace(anomaly_enabled() ? "rnns." + std::to_string(l) : std::string());

@@ -3,10 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "autograd/gradcheck.h"
 #include "autograd/ops.h"
 #include "nn/dropout.h"
+#include "nn/embedding.h"
 #include "nn/linear.h"
 #include "nn/lstm.h"
 #include "nn/rnn_model.h"
@@ -168,6 +170,42 @@ TEST(Dropout, EmbeddingDropoutDropsWholeRows) {
     dropped += first == 0.0f;
   }
   EXPECT_NEAR(static_cast<double>(dropped) / V, 0.25, 0.03);
+}
+
+// The model's embedding dropout scales only the looked-up rows (embedding_dropout_lookup,
+// index_select_scaled). It must give the two-step reference's bits, forward and backward, with
+// repeated ids (their gradients summed before the scale) and dropped rows among them, and draw
+// the same random numbers; in evaluation it is the plain lookup.
+TEST(Dropout, EmbeddingDropoutLookupIsTheTwoStepFormBitForBit) {
+  const int64_t V = 40, E = 6, T = 4, B = 5;
+  std::vector<int64_t> ids(T * B);
+  for (int64_t i = 0; i < T * B; ++i) ids[i] = (i * 7) % 13;  // 13 distinct rows, most repeated
+  const Tensor w_ref = rand_leaf({V, E}, 31), w = rand_leaf({V, E}, 31);
+  const Tensor upstream = rand_leaf({T, B, E}, 32).detach();
+  Generator g_ref(5), g(5);
+  const Tensor y_ref = embedding_lookup(embedding_dropout(w_ref, 0.4f, g_ref, true), ids, T, B);
+  const Tensor y = embedding_dropout_lookup(w, 0.4f, g, true, ids, T, B);
+  EXPECT_EQ(g.offset, g_ref.offset);
+  ASSERT_EQ(y.shape(), (Shape{T, B, E}));
+  for (int64_t i = 0; i < y.numel(); ++i)
+    ASSERT_EQ(std::memcmp(y.data() + i, y_ref.data() + i, sizeof(float)), 0) << "output " << i;
+  sum(mul(y_ref, upstream)).backward();
+  sum(mul(y, upstream)).backward();
+  int64_t dropped = 0, kept = 0;
+  for (int64_t r = 0; r < V; ++r) {
+    for (int64_t c = 0; c < E; ++c)
+      ASSERT_EQ(std::memcmp(w.grad().data() + r * E + c, w_ref.grad().data() + r * E + c, 4), 0)
+          << "d weight[" << r << "," << c << "]: " << w.grad().at({r, c}) << " vs "
+          << w_ref.grad().at({r, c});
+    if (r < 13) (w.grad().at({r, 0}) == 0.0f ? dropped : kept) += 1;
+  }
+  EXPECT_GT(dropped, 0);  // the check covered dropped rows among the ids
+  EXPECT_GT(kept, 0);
+  Generator g_eval(5);
+  const Tensor y_eval = embedding_dropout_lookup(w, 0.4f, g_eval, false, ids, T, B);
+  EXPECT_EQ(g_eval.offset, 0u);
+  EXPECT_EQ(y_eval.at({1, 2, 3}), w.at({ids[1 * B + 2], 3}));
+  EXPECT_THROW(index_select_scaled(w, ids, Tensor::ones({V})), ShapeError);
 }
 
 TEST(Dropout, MaskMeanAndDeterminism) {

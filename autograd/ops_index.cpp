@@ -48,6 +48,21 @@ Tensor index_select_cuda(const Tensor& table_in, const Tensor& table,
   });
 }
 
+// The backward of a row lookup: a [R,C] gradient (shape) with row i of g [n,C] added to row
+// index[i]. Column-parallel, so each output element is summed in index order by one thread.
+Tensor scatter_add_rows(const Tensor& g, const std::vector<int64_t>& index, const Shape& shape) {
+  Tensor grad = Tensor::zeros(shape);
+  const int64_t C = shape[1];
+  parallel_for(C, 32, [&](int64_t c0, int64_t c1) {
+    for (size_t i = 0; i < index.size(); ++i) {
+      float* dst = grad.data() + index[i] * C;
+      const float* src = g.data() + static_cast<int64_t>(i) * C;
+      for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
+    }
+  });
+  return grad;
+}
+
 }  // namespace
 
 Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
@@ -62,18 +77,8 @@ Tensor index_select(const Tensor& table_in, const std::vector<int64_t>& index) {
       std::memcpy(out.data() + i * C, table.data() + index[i] * C, sizeof(float) * C);
   });
   const Shape shape = table.shape();
-  return record("index_select", out, {table_in}, [shape, index](const Tensor& g_in) {
-    const Tensor g = contiguous_data(g_in);
-    Tensor grad = Tensor::zeros(shape);
-    const int64_t C = shape[1];
-    parallel_for(C, 32, [&](int64_t c0, int64_t c1) {
-      for (size_t i = 0; i < index.size(); ++i) {
-        float* dst = grad.data() + index[i] * C;
-        const float* src = g.data() + static_cast<int64_t>(i) * C;
-        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-      }
-    });
-    return std::vector<Tensor>{grad};
+  return record("index_select", out, {table_in}, [shape, index](const Tensor& g) {
+    return std::vector<Tensor>{scatter_add_rows(contiguous_data(g), index, shape)};
   });
 }
 
@@ -98,23 +103,17 @@ Tensor index_select_scaled(const Tensor& table_in, const std::vector<int64_t>& i
     }
   });
   const Shape shape = table.shape();
-  return record("index_select_scaled", out, {table_in}, [shape, index, scale](const Tensor& g_in) {
-    const Tensor g = contiguous_data(g_in);
-    Tensor grad = Tensor::zeros(shape);
-    const int64_t C = shape[1];
-    std::vector<int64_t> rows(index);  // each touched row once, to be scaled after the sums
+  return record("index_select_scaled", out, {table_in}, [shape, index, scale](const Tensor& g) {
+    Tensor grad = scatter_add_rows(contiguous_data(g), index, shape);  // index_select's backward
+    std::vector<int64_t> rows(index);  // then mul's, on the rows that are not zero, each once
     std::sort(rows.begin(), rows.end());
     rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
-    parallel_for(C, 32, [&](int64_t c0, int64_t c1) {
-      for (size_t i = 0; i < index.size(); ++i) {  // index_select's scatter-add
-        float* dst = grad.data() + index[i] * C;
-        const float* src = g.data() + static_cast<int64_t>(i) * C;
-        for (int64_t c = c0; c < c1; ++c) dst[c] += src[c];
-      }
-      for (int64_t r : rows) {  // mul's backward, on the rows that are not zero
-        float* dst = grad.data() + r * C;
-        const float s = scale.data()[r];
-        for (int64_t c = c0; c < c1; ++c) dst[c] *= s;
+    const int64_t C = shape[1];
+    parallel_for(static_cast<int64_t>(rows.size()), 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        float* dst = grad.data() + rows[r] * C;
+        const float s = scale.data()[rows[r]];
+        for (int64_t c = 0; c < C; ++c) dst[c] *= s;
       }
     });
     return std::vector<Tensor>{grad};

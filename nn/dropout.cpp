@@ -44,17 +44,23 @@ Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training) {
   return mul(x, dropout_mask({1, x.size(1), x.size(2)}, p, gen, x.device()));
 }
 
+namespace {
+// Embedding dropout's mask: one per row of weight [V,E] -> [V,1].
+Tensor row_mask(const Tensor& weight, float p, Generator& gen) {
+  check_rank("embedding_dropout", weight, 2, "weight [V,E]");
+  return dropout_mask({weight.size(0), 1}, p, gen, weight.device());
+}
+}  // namespace
+
 Tensor embedding_dropout(const Tensor& weight, float p, Generator& gen, bool training) {
   if (!training || p == 0.0f) return weight;
-  check_rank("embedding_dropout", weight, 2, "weight [V,E]");
-  return mul(weight, dropout_mask({weight.size(0), 1}, p, gen, weight.device()));
+  return mul(weight, row_mask(weight, p, gen));
 }
 
 Tensor embedding_dropout_lookup(const Tensor& weight, float p, Generator& gen, bool training,
                                 const std::vector<int64_t>& ids, int64_t T, int64_t B) {
   if (!training || p == 0.0f) return embedding_lookup(weight, ids, T, B);
-  check_rank("embedding_dropout", weight, 2, "weight [V,E]");
-  const Tensor mask = dropout_mask({weight.size(0), 1}, p, gen, weight.device());  // [V,1]
+  const Tensor mask = row_mask(weight, p, gen);
   return embedding_lookup(weight, ids, T, B, &mask);
 }
 

@@ -54,8 +54,7 @@ __attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline void 
 #pragma GCC unroll 9
   for (int i = 0; i < M; ++i) {
     // Packed, row 8 of a 9-row tile is row 0 of the next micro-panel, lda = kc floats on.
-    const __m512 ai =
-        _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i / kMr * kMr * lda + i % kMr]);
+    const __m512 ai = _mm512_set1_ps(kDirectA ? a[i * lda + k] : a[i / kMr * kMr * lda + i % kMr]);
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v) acc[i][v] = _mm512_fmadd_ps(ai, bv[v], acc[i][v]);
   }
@@ -191,6 +190,19 @@ constexpr const MicroFn* kMicro[kMr] = {micro_row<1, D, P>, micro_row<2, D, P>, 
                                         micro_row<4, D, P>, micro_row<5, D, P>, micro_row<6, D, P>,
                                         micro_row<7, D, P>, micro_row<8, D, P>};
 
+// The micro-kernel for a tile of `rows` rows (1..9) by nv vectors, the last holding n_last columns,
+// with A read in place or packed, and prefetching the next B micro-panel or not. (B read in place
+// is whole micro-panels: n_last is 16 there, and prefetching is only for it.)
+MicroFn pick_micro(int rows, int nv, int n_last, bool direct_a, bool prefetch) {
+  if (rows > kMr)
+    return direct_a   ? kMicro9<true, false>
+           : prefetch ? kMicro9<false, true>
+                      : kMicro9<false, false>;
+  if (n_last <= 8) return (direct_a ? kMicroPair<true> : kMicroPair<false>)[rows - 1][nv - 1];
+  if (direct_a) return kMicro<true, false>[rows - 1][nv - 1];
+  return (prefetch ? kMicro<false, true> : kMicro<false, false>)[rows - 1][nv - 1];
+}
+
 // The macro-kernel over an m x n block of C. A is packed (lda == 0: micro-panel ir/8 at A + ir*kc)
 // or read in place (rows lda apart: macro_a_direct); B is packed, or read in place with rows
 // ldb_direct apart.
@@ -221,21 +233,12 @@ MG_AVX512 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64
     // M = 8q + 1 (q >= 1) on a whole panel: the last 9 rows in one tile (kMicro9).
     const bool nine = m % kMr == 1 && m > kMr && cols == kNr;
     for (int64_t ir = 0; ir < m;) {
-      const int rows = nine && ir == m - kMr - 1 ? kMr + 1
-                                                 : static_cast<int>(std::min<int64_t>(kMr, m - ir));
+      const int rows =
+          nine && ir == m - kMr - 1 ? kMr + 1 : static_cast<int>(std::min<int64_t>(kMr, m - ir));
       const int64_t end = std::min(kc, next_row + share);
       pf.first = 3 * next_row, pf.end = 3 * end;
       next_row = end;
-      // (B read in place is whole micro-panels: n_last is 16 there, and pf is only for it.)
-      const bool prefetch = pf.end > pf.first;
-      const MicroFn f = rows > kMr          ? (lda        ? kMicro9<true, false>
-                                               : prefetch ? kMicro9<false, true>
-                                                          : kMicro9<false, false>)
-                        : n_last <= 8 && lda ? kMicroPair<true>[rows - 1][nv - 1]
-                        : n_last <= 8        ? kMicroPair<false>[rows - 1][nv - 1]
-                        : lda                ? kMicro<true, false>[rows - 1][nv - 1]
-                        : prefetch           ? kMicro<false, true>[rows - 1][nv - 1]
-                                             : kMicro<false, false>[rows - 1][nv - 1];
+      const MicroFn f = pick_micro(rows, nv, n_last, lda != 0, pf.end > pf.first);
       // A packed: a 9-row tile reads its last row from the next micro-panel, kc floats on.
       f(kc, lda ? A + ir * lda : A + ir * kc, lda ? lda : (rows > kMr ? kc : 0), b, bs,
         C + ir * ldc + jr, ldc, alpha, beta, n_last, &pf);

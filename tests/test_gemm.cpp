@@ -126,6 +126,19 @@ void check_all_kernels(const Case& c, uint32_t seed) {
     expect_matches_reference(r, c, r.compute(k, c), mg::gemm_kernel_name(k));
 }
 
+// The problem r of case c (A not transposed) with the same op(A) stored transposed, [K, M]: the
+// GEMM then always packs A, where r's A may be read in place. *packed: the case to run it with.
+Problem with_a_transposed(const Problem& r, const Case& c, Case* packed) {
+  Problem rt = r;
+  std::mt19937 unused(1);
+  rt.A = Stored(c.K, c.M, 0, unused);
+  for (int64_t i = 0; i < c.M; ++i)
+    for (int64_t kk = 0; kk < c.K; ++kk) rt.A.v[kk * c.M + i] = r.A.v[i * r.A.ld + kk];
+  *packed = c;
+  packed->ta = true, packed->pad_a = 0;
+  return rt;
+}
+
 TEST(Gemm, AllTransposesOddSizes) {
   const int64_t sizes[] = {1, 2, 7, 8, 9, 17, 33, 49};
   uint32_t seed = 1;
@@ -173,13 +186,8 @@ TEST(Gemm, NarrowLastVectorSumsPairsOfK) {
         c.nan_c = c.beta == 0.0f;
         c.pad_a = seed % 2;
         const Problem r(c, seed++);
-        Case packed = c;  // the same op(A) stored transposed: always packed
-        packed.ta = true, packed.pad_a = 0;
-        Problem rt = r;
-        std::mt19937 unused(1);
-        rt.A = Stored(K, M, 0, unused);
-        for (int64_t i = 0; i < M; ++i)
-          for (int64_t kk = 0; kk < K; ++kk) rt.A.v[kk * M + i] = r.A.v[i * r.A.ld + kk];
+        Case packed;
+        const Problem rt = with_a_transposed(r, c, &packed);  // always packed
         for (GemmKernel k : kernels()) {
           mg::set_num_threads(1);
           const std::vector<float> one = r.compute(k, c);
@@ -201,61 +209,12 @@ TEST(Gemm, NarrowLastVectorSumsPairsOfK) {
   mg::set_num_threads(saved);
 }
 
-// When M is one more than a multiple of 8, the last row runs across up to three 48-column panels
-// at once (gemm_avx512.cpp, micro_row1; the head's [d W^T; d b] has M = E+1 = 201). Its bits must
-// be those the row gets inside a full 8-row tile: the same product with 7 more rows of A. With A
-// read in place (N <= 512) and packed (ta, or N > 512), B packed and read in place (a single A
-// block with B row-major), whole panels and a ragged last one, kc blocks, beta 0 and 0.5.
-TEST(Gemm, OneRowLastTileGivesTheFullTileBits) {
-  const int saved = mg::num_threads();
-  struct S {
-    int64_t M, N, K;
-    bool ta, tb;
-    float beta;
-  };
-  const S shapes[] = {{201, 10000, 70, true, false, 0.0f}, {201, 1000, 600, false, false, 0.5f},
-                      {9, 300, 37, false, false, 0.0f},    {9, 300, 37, true, true, 0.5f},
-                      {1, 500, 1030, false, true, 0.0f},   {17, 151, 40, false, false, 0.5f},
-                      {33, 2000, 515, false, false, 0.0f}, {1, 96, 3, true, false, 0.5f}};
-  uint32_t seed = 1700;
-  for (GemmKernel k : kernels())
-    for (const S& s : shapes)
-      for (int threads : {1, 2}) {
-        mg::set_num_threads(threads);
-        Case c;
-        c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta,
-        c.alpha = 0.75f;
-        const Problem r(c, seed++);
-        const std::vector<float> got = r.compute(k, c);
-        expect_matches_reference(r, c, got, mg::gemm_kernel_name(k));
-        Case big = c;  // 7 more rows: the last row of c sits in a full 8-row tile
-        big.M = c.M + 7;
-        Problem rb(big, seed);
-        for (int64_t i = 0; i < c.M; ++i)
-          for (int64_t kk = 0; kk < c.K; ++kk) {
-            const float a = c.ta ? r.A.v[kk * r.A.ld + i] : r.A.v[i * r.A.ld + kk];
-            (c.ta ? rb.A.v[kk * rb.A.ld + i] : rb.A.v[i * rb.A.ld + kk]) = a;
-          }
-        rb.B = r.B;
-        for (int64_t i = 0; i < c.M; ++i)
-          for (int64_t j = 0; j < c.N; ++j) rb.C0[i * rb.ldc + j] = r.C0[i * r.ldc + j];
-        const std::vector<float> full = rb.compute(k, big);
-        for (int64_t j = 0; j < c.N; ++j) {
-          const float a = got[(c.M - 1) * r.ldc + j], b = full[(c.M - 1) * rb.ldc + j];
-          ASSERT_EQ(std::memcmp(&a, &b, sizeof(float)), 0)
-              << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads
-              << " threads: last row, column " << j << ": " << a << " alone, " << b
-              << " in a full tile";
-        }
-      }
-  mg::set_num_threads(saved);
-}
-
 // When M is one more than a multiple of 8, the last 9 rows on a whole 48-column panel form one
 // 9-row tile (gemm_avx512.cpp, kMicro9; the head's [d W^T; d b] has M = E+1 = 201). Their bits
 // must be those of 8-row tiles: the same product with 7 more rows of A. With A read in place
 // (N <= 512) and packed (ta, or N > 512), B packed and read in place (a single A block with B
-// row-major), whole panels and a ragged last one, kc blocks, beta 0 and 0.5, 1 and 2 threads.
+// row-major), whole panels and a ragged last one, kc blocks, beta 0 and 0.5, 1 and 2 threads; and
+// M = 1, whose lone row stays a 1-row tile.
 TEST(Gemm, NineRowLastTileGivesTheEightRowTileBits) {
   const int saved = mg::num_threads();
   struct S {
@@ -266,15 +225,15 @@ TEST(Gemm, NineRowLastTileGivesTheEightRowTileBits) {
   const S shapes[] = {{201, 10000, 70, true, false, 0.0f}, {201, 1000, 600, false, false, 0.5f},
                       {9, 300, 37, false, false, 0.0f},    {9, 300, 37, true, true, 0.5f},
                       {17, 151, 40, false, false, 0.5f},   {33, 2000, 515, false, false, 0.0f},
-                      {265, 97, 1030, false, true, 0.0f},  {9, 96, 3, true, false, 0.5f}};
+                      {265, 97, 1030, false, true, 0.0f},  {9, 96, 3, true, false, 0.5f},
+                      {1, 500, 1030, false, true, 0.0f},   {1, 96, 3, true, false, 0.5f}};
   uint32_t seed = 1700;
   for (GemmKernel k : kernels())
     for (const S& s : shapes)
       for (int threads : {1, 2}) {
         mg::set_num_threads(threads);
         Case c;
-        c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta,
-        c.alpha = 0.75f;
+        c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta, c.alpha = 0.75f;
         const Problem r(c, seed++);
         const std::vector<float> got = r.compute(k, c);
         expect_matches_reference(r, c, got, mg::gemm_kernel_name(k));
@@ -443,13 +402,8 @@ TEST(Gemm, AReadInPlaceGivesThePackedBits) {
         direct.M = s.M, direct.N = s.N, direct.K = s.K, direct.pad_a = s.pad_a,
         direct.beta = s.beta, direct.alpha = 0.75f, direct.tb = s.tb;
         const Problem r(direct, seed++);
-        Case packed = direct;  // A^T stored [K, M]: op(A) is the same matrix
-        packed.ta = true, packed.pad_a = 0;
-        Problem rt = r;
-        std::mt19937 unused(1);
-        rt.A = Stored(s.K, s.M, 0, unused);
-        for (int64_t i = 0; i < s.M; ++i)
-          for (int64_t kk = 0; kk < s.K; ++kk) rt.A.v[kk * s.M + i] = r.A.v[i * r.A.ld + kk];
+        Case packed;
+        const Problem rt = with_a_transposed(r, direct, &packed);  // op(A) stored [K, M]
         const std::vector<float> a = r.compute(k, direct), b = rt.compute(k, packed);
         expect_matches_reference(r, direct, a, mg::gemm_kernel_name(k));
         for (size_t i = 0; i < a.size(); ++i)

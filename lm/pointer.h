@@ -1,0 +1,63 @@
+// The neural cache pointer (Grave et al. 2017, "Improving Neural Language Models with a Continuous
+// Cache"; AWD-LSTM's pointer.py): at test time, remember the last `window` positions' last-layer
+// LSTM outputs h_i with the word that followed each, x_{i+1}, and mix a distribution over those
+// words into the model's:
+//   p(w | t) = (1 − λ) p_model(w | t) + λ Σ_{i=t−L}^{t−1} softmax_i(θ h_tᵀ h_i) 1[x_{i+1} = w]
+// (Grave et al., eqs. 2–3). Nothing is trained; θ and λ are chosen on valid (a small grid).
+//
+// How: one pass of the model at batch size 1 with the hidden state carried (PointerStream keeps,
+// for each target, h_t and p_model(target)); the cache is then scored from those alone, so a grid
+// of θ and λ costs one pass of the model plus N·L·H multiply-adds per θ.
+//
+// Two choices, both documented differences from pointer.py: the cache is used from the second
+// target on, with the min(t, L) entries it has (pointer.py waits until it holds more than L); the
+// first target, with an empty cache, scores p_model alone. The loss is averaged over the targets
+// (pointer.py divides by the number of tokens, one more).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "nn/rnn_model.h"
+
+namespace mg {
+
+struct PointerStream {
+  int64_t H = 0;                 // the last LSTM layer's size
+  std::vector<float> keys;       // [N,H]: h_t, the last layer's output where target t is predicted
+  std::vector<int64_t> targets;  // [N]: x_{t+1}
+  std::vector<double> p_model;   // [N]: the model's probability of targets[t]
+  int64_t size() const { return static_cast<int64_t>(targets.size()); }
+};
+
+// Runs the model (eval mode, no graph) over ids at batch size 1 in segments of `bptt`, the hidden
+// state carried across them. N = ids.size() − 1 targets.
+PointerStream pointer_stream(RNNModel& model, const std::vector<int64_t>& ids, int64_t bptt);
+
+// For each θ of `thetas`, the pointer's probability of each target, p_ptr[θ][t] (0 where the cache
+// holds no earlier occurrence of the target; −1 at t = 0, where the cache is empty).
+std::vector<std::vector<double>> pointer_probabilities(const PointerStream& s, int64_t window,
+                                                       const std::vector<double>& thetas);
+
+// The mean NLL per target of the mixture with weight λ, from p_model and one row of
+// pointer_probabilities.
+double pointer_mixture_loss(const PointerStream& s, const std::vector<double>& p_ptr,
+                            double lambda);
+
+struct PointerScore {
+  double theta = 0, lambda = 0, loss = 0;  // loss: mean NLL per target (nats)
+};
+
+// Every (θ, λ) of the grid, in grid order (θ outer), and the best of them (the lowest loss; the
+// first on a tie).
+struct PointerGrid {
+  std::vector<PointerScore> scores;
+  PointerScore best;
+};
+PointerGrid pointer_grid(const PointerStream& s, int64_t window, const std::vector<double>& thetas,
+                         const std::vector<double>& lambdas);
+
+// The model alone on the same stream: mean NLL of p_model (the baseline the cache is compared to).
+double model_only_loss(const PointerStream& s);
+
+}  // namespace mg

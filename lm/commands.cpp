@@ -15,7 +15,7 @@ std::string ModelCommandOptions::model_path() const {
 
 const std::vector<std::string>& model_command_names() {
   static const std::vector<std::string> names = {"eval",   "dyneval", "generate",       "export",
-                                                 "import", "rank",    "bottleneck-demo"};
+                                                 "import", "rank",    "bottleneck-demo", "pointer"};
   return names;
 }
 
@@ -119,6 +119,29 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                   kMaxSize),
          text_flag("out", "DIR", out, "directory for spectrum.csv and spectrum.svg (default rank)",
                    o.out)});
+  } else if (command == "pointer") {
+    PointerOptions& p = o.pointer;
+    const std::string ptr = "cache pointer";
+    t = model_rows;
+    t.insert(
+        t.end(),
+        {data,
+         choice_flag("split", in, "which part of the corpus to score, at batch size 1 (default test)",
+                     o.split, {"valid", "test"}),
+         device, threads,
+         int_flag("window", ptr, "L: how many earlier positions the cache holds (default 500)",
+                  p.window, 1, kMaxSize),
+         double_flag("theta", ptr, "θ: sharpness of the attention over the cache (default 1)",
+                     p.theta, 0, 1e6),
+         double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture (default 0.1)",
+                     p.lambda, 0, 1),
+         bool_flag("grid", ptr,
+                   "choose θ and λ on valid (θ 0.25..1.5, λ 0.05..0.3), then score --split",
+                   p.grid),
+         int_flag("bptt", run, "segment length of the model's pass (default 70)", p.bptt, 1,
+                  kMaxSize)});
+    t.insert(t.end(), paths.begin(), paths.end());
+    t.push_back(precision_flag(o.precision));
   } else if (command == "bottleneck-demo") {
     const std::string demo = "demo";
     o.out = "bottleneck-demo", o.threads = 1;

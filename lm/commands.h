@@ -1,5 +1,5 @@
 // The options of the subcommands that run a saved model (eval, dyneval, generate, export, import,
-// rank) and of bottleneck-demo,
+// rank, pointer) and of bottleneck-demo,
 // as flag tables (lm/flags.h): tools/mosgrad.cpp parses with them, --help prints them, and a test
 // checks that the README names every flag. train and finetune use TrainConfig::flag_table().
 #pragma once
@@ -11,6 +11,7 @@
 #include "lm/flags.h"
 #include "lm/generate.h"
 #include "lm/model_gradcheck.h"
+#include "lm/pointer.h"
 #include "lm/rank.h"
 #include "lm/train_config.h"
 
@@ -33,6 +34,7 @@ struct ModelCommandOptions {
   GenerateConfig generate;
   std::string out;   // export / import output; rank / bottleneck-demo output directory
   RankOptions rank;  // rank
+  PointerOptions pointer;  // pointer
   DemoConfig demo;   // bottleneck-demo
   std::string in;    // import input
   std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt

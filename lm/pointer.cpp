@@ -111,6 +111,15 @@ PointerGrid pointer_grid(const PointerStream& s, int64_t window, const std::vect
   return g;
 }
 
+const std::vector<double>& pointer_thetas() {
+  static const std::vector<double> v = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5};
+  return v;
+}
+const std::vector<double>& pointer_lambdas() {
+  static const std::vector<double> v = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3};
+  return v;
+}
+
 double model_only_loss(const PointerStream& s) {
   double total = 0;
   for (double p : s.p_model) total -= std::log(p);

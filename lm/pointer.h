@@ -57,6 +57,19 @@ struct PointerGrid {
 PointerGrid pointer_grid(const PointerStream& s, int64_t window, const std::vector<double>& thetas,
                          const std::vector<double>& lambdas);
 
+// `mosgrad pointer`'s settings: AWD-LSTM's PTB values (window 500, θ 1, λ 0.1), or with grid the
+// θ and λ that score best on valid (the grid below), then applied to the split asked for.
+struct PointerOptions {
+  int64_t window = 500;  // L
+  double theta = 1.0;    // θ
+  double lambda = 0.1;   // λ (pointer.py's --lambdasm)
+  bool grid = false;     // choose θ, λ on valid from pointer_thetas() × pointer_lambdas()
+  int64_t bptt = 70;     // segment length of the model's pass (any length gives the same numbers)
+};
+// The grid Grave et al. search on valid (their Fig. 2 spans these ranges).
+const std::vector<double>& pointer_thetas();   // 0.25, 0.5, 0.75, 1, 1.25, 1.5
+const std::vector<double>& pointer_lambdas();  // 0.05, 0.1, 0.15, 0.2, 0.25, 0.3
+
 // The model alone on the same stream: mean NLL of p_model (the baseline the cache is compared to).
 double model_only_loss(const PointerStream& s);
 

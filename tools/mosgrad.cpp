@@ -42,6 +42,7 @@ commands:
   finetune   the MoS paper's second stage: ASGD from <save>/best.ckpt until validation stops improving
   eval       perplexity of a saved model on the valid or test split
   dyneval    dynamic evaluation (Krause et al. 2018) of a saved model
+  pointer    the neural cache pointer (Grave et al. 2017) on a saved model, with --grid on valid
   generate   sample words from a saved model
   export     write a saved model as .safetensors (PyTorch parameter names, flags in __metadata__)
   import     turn a .safetensors file back into a mosgrad model checkpoint
@@ -205,6 +206,36 @@ int cmd_rank(const ModelCommandOptions& o) {
   return 0;
 }
 
+// The cache pointer: one pass of the model over --split (and over valid for --grid), then the
+// cache's mixture scored from it (lm/pointer.h).
+int cmd_pointer(const ModelCommandOptions& o) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  LoadedModel lm = load_for(o);
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  PointerOptions p = o.pointer;
+  if (p.grid) {
+    const PointerStream valid = pointer_stream(*lm.model, corpus.valid, p.bptt);
+    const PointerGrid g = pointer_grid(valid, p.window, pointer_thetas(), pointer_lambdas());
+    std::printf("grid on valid (window %lld): model alone ppl %.3f\n",
+                static_cast<long long>(p.window), std::exp(model_only_loss(valid)));
+    for (const PointerScore& sc : g.scores)
+      std::printf("  theta %.2f lambda %.2f: valid ppl %.3f\n", sc.theta, sc.lambda,
+                  std::exp(sc.loss));
+    std::printf("best on valid: theta %.2f lambda %.2f (valid ppl %.3f)\n", g.best.theta,
+                g.best.lambda, std::exp(g.best.loss));
+    p.theta = g.best.theta, p.lambda = g.best.lambda;
+  }
+  const PointerStream s = pointer_stream(*lm.model, split_ids(corpus, o.split), p.bptt);
+  const double with_cache = pointer_grid(s, p.window, {p.theta}, {p.lambda}).best.loss;
+  std::printf("%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
+              "theta %.2f, lambda %.2f) ppl %.3f\n",
+              o.split.c_str(), static_cast<long long>(s.size()), std::exp(model_only_loss(s)),
+              static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
+  return 0;
+}
+
 int cmd_bottleneck_demo(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const DemoConfig& c = o.demo;
@@ -284,6 +315,7 @@ int cmd_model(const std::string& command, int argc, char** argv) {
   if (command == "generate") return cmd_generate(o);
   if (command == "rank") return cmd_rank(o);
   if (command == "bottleneck-demo") return cmd_bottleneck_demo(o);
+  if (command == "pointer") return cmd_pointer(o);
   if (command == "export") {
     if (o.out == o.model_path())
       throw std::invalid_argument("export: --out " + o.out +

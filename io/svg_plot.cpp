@@ -188,8 +188,12 @@ std::string render_log_plot_svg(const LogPlot& plot) {
     }
   }
 
-  // The legend goes in whichever top corner the curves leave emptier.
-  const double lw = 190, lh = 10 + 20 * static_cast<double>(series.size());
+  // The legend goes in whichever top corner the curves leave emptier; unlabelled series (a band's
+  // edges) are drawn but not listed.
+  std::vector<const PlotSeries*> legend;
+  for (const PlotSeries* s : series)
+    if (!s->label.empty()) legend.push_back(s);
+  const double lw = 190, lh = 10 + 20 * static_cast<double>(legend.size());
   auto crowd = [&](double x0) {
     int n = 0;
     for (const PlotSeries* s : series)
@@ -204,8 +208,8 @@ std::string render_log_plot_svg(const LogPlot& plot) {
       "fill-opacity=\"0.9\" "
       "stroke=\"#bbb\"/>\n",
       lx, ly, lw, lh);
-  for (size_t i = 0; i < series.size(); ++i) {
-    const PlotSeries& s = *series[i];
+  for (size_t i = 0; i < legend.size(); ++i) {
+    const PlotSeries& s = *legend[i];
     const double y = ly + 15 + 20 * static_cast<double>(i);
     svg += strf(
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "

@@ -15,7 +15,7 @@ struct PlotPoint {
 
 struct PlotSeries {
   std::string name;   // the polyline's class attribute, by which a stylesheet or a test finds it
-  std::string label;  // its legend entry
+  std::string label;  // its legend entry (empty: drawn, not listed, e.g. the edges of a band)
   std::string color;  // an SVG colour, e.g. "#1f77b4"
   // A circle on every point and a thicker line: for sparse series (one point per epoch). Without,
   // a thin line, and a dot only when the series is a single point (which a polyline cannot draw).

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "lm/learning_curves.h"
 #include "lm/model_graph.h"
 #include "lm/model_io.h"
+#include "lm/reproduce.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
 
@@ -52,6 +54,7 @@ commands:
   gradcheck  autograd's gradients of a small model against central differences, per parameter
   bottleneck-demo  Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)
   presets    list the presets and their settings
+  reproduce  a comparison plan of every head (train, finetune, dyneval, pointer, rank), resumable
 
 'mosgrad <command> --help' lists that command's flags.
 )";
@@ -236,6 +239,46 @@ int cmd_pointer(const ModelCommandOptions& o) {
   return 0;
 }
 
+// reproduce: a comparison plan of every head, resumable (lm/reproduce.h).
+int cmd_reproduce(int argc, char** argv) {
+  ReproduceOptions o;
+  const std::string in = "plan";
+  const FlagTable table = {
+      text_flag("plan", "NAME", in, "quick, afternoon or paper (required; see docs/reproduction.md)",
+                o.plan),
+      text_flag("out", "DIR", in, "results and runs directory (default runs/reproduce-<plan>)",
+                o.out),
+      text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data),
+      int_flag("threads", in, "OpenMP threads (0: all cores)", o.threads, 0, 4096),
+      bool_flag("report", in, "only rewrite results.md and valid_curves.svg from results.jsonl",
+                o.report),
+      Flag{"runs", "A,B", "only these of the plan's runs, e.g. mos-s1,softmax-s1 (default all)",
+           in,
+           [&o](const std::string& v) {
+             std::string name;
+             for (std::istringstream list(v); std::getline(list, name, ',');)
+               if (!name.empty()) o.runs.push_back(name);
+           },
+           {}}};
+  if (parse_model_command("reproduce", table, argc, argv)) {
+    std::printf("mosgrad reproduce --plan NAME [flags]\n\n%s", flags_help(table).c_str());
+    return 0;
+  }
+  if (o.plan.empty())
+    throw std::invalid_argument("reproduce needs --plan NAME: one of quick, afternoon, paper");
+  reproduce_plan(o.plan);  // an unknown plan is an error before anything else
+  for (int i = 0; i < argc; ++i) o.command += (i ? " " : "") + std::string(argv[i]);
+  ProgressDisplay display(stdout, isatty(fileno(stdout)));
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+  const ReproduceSummary r =
+      run_reproduce(o, &display, [&](const std::string& line) { display.message(line); });
+  display.finish();
+  std::printf("%d stages run, %d already done%s\n", r.stages_run, r.stages_skipped,
+              r.interrupted ? " (stopped: run the same command to continue)" : "");
+  return r.interrupted ? 130 : 0;
+}
+
 int cmd_bottleneck_demo(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const DemoConfig& c = o.demo;
@@ -374,6 +417,7 @@ int run(int argc, char** argv) {
   if (std::find(names.begin(), names.end(), command) != names.end())
     return cmd_model(command, argc, argv);
   if (command == "plot") return cmd_plot(argc, argv);
+  if (command == "reproduce") return cmd_reproduce(argc, argv);
   if (command == "graph") return cmd_graph(argc, argv);
   if (command == "gradcheck") return cmd_gradcheck(argc, argv);
   if (command == "presets") {

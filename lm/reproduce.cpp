@@ -1,0 +1,311 @@
+// The plan runner, top to bottom: check everything, lock DIR, then for each run and each stage:
+// skip it when results.jsonl has its line, else run it, append its line, redraw the report.
+#include "lm/reproduce.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+#include "io/atomic_file.h"
+#include "io/read_file.h"
+#include "io/run_lock.h"
+#include "io/strf.h"
+#include "lm/batching.h"
+#include "lm/commands.h"
+#include "lm/corpus.h"
+#include "lm/evaluate.h"
+#include "lm/model_io.h"
+#include "lm/rank.h"
+#include "lm/reproduce_results.h"
+#include "lm/train.h"
+#include "tensor/gemm.h"
+#include "tensor/parallel.h"
+
+namespace mg {
+
+namespace fs = std::filesystem;
+
+std::string results_path(const std::string& out) {
+  return out + "/results.jsonl";
+}
+
+void write_report(const std::string& out, const ReproducePlan& plan) {
+  const std::vector<StageRecord> records = read_results(results_path(out));
+  write_file_atomically(out + "/results.md", results_markdown(records, plan));
+  write_file_atomically(out + "/valid_curves.svg", results_figure_svg(records, plan));
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string first_line_of(const std::string& command) {
+  std::string text;
+  if (FILE* p = popen(command.c_str(), "r")) {
+    char buf[256];
+    if (std::fgets(buf, sizeof buf, p)) text = buf;
+    pclose(p);
+  }
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  return text;
+}
+
+// The source's commit, "+dirty" when tracked files differ from it; "unknown" outside a checkout.
+std::string source_commit() {
+#ifdef MOSGRAD_SOURCE_DIR
+  const std::string git = "git -C '" + std::string(MOSGRAD_SOURCE_DIR) + "' ";
+  const std::string head = first_line_of(git + "rev-parse --short=12 HEAD 2>/dev/null");
+  if (head.empty()) return "unknown";
+  const bool dirty =
+      !first_line_of(git + "status --porcelain --untracked-files=no 2>/dev/null").empty();
+  return head + (dirty ? "+dirty" : "");
+#else
+  return "unknown";
+#endif
+}
+
+std::string cpu_description() {
+  std::string model = "unknown CPU";
+  std::istringstream info(fs::exists("/proc/cpuinfo") ? read_file("/proc/cpuinfo", "cpu info") : "");
+  for (std::string line; std::getline(info, line);)
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  const char* isa = __builtin_cpu_supports("avx512f") ? "AVX-512"
+                    : __builtin_cpu_supports("avx2") ? "AVX2"
+                                                     : "no AVX2";
+  return model + " (" + isa + (gemm_bf16_kernel_name() ? ", AVX512_BF16" : "") + ")";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  return buf;
+}
+
+std::vector<int64_t> slice(const std::vector<int64_t>& ids, int64_t tokens) {
+  if (tokens <= 0 || tokens >= static_cast<int64_t>(ids.size())) return ids;
+  return std::vector<int64_t>(ids.begin(), ids.begin() + tokens);
+}
+
+// The per-epoch validation perplexities and elapsed seconds of a metrics file.
+void epoch_curves(const std::string& metrics, std::vector<double>& ppl, std::vector<double>& t) {
+  std::istringstream lines(read_file(metrics, "metrics file"));
+  for (std::string line; std::getline(lines, line);) {
+    const JsonValue v = parse_json(line);
+    const JsonValue *kind = v.find("kind"), *at_stop = v.find("at_stop");
+    if (!kind || kind->str != "epoch" || (at_stop && at_stop->boolean)) continue;
+    ppl.push_back(std::exp(v.find("val_loss")->number));
+    t.push_back(v.find("elapsed_s")->number);
+  }
+}
+
+struct Context {
+  ReproducePlan plan;
+  std::string out, data_dir, precision, commit, cpu;
+  const Corpus* corpus = nullptr;
+  ProgressDisplay* display = nullptr;
+  std::function<void(const std::string&)> say;
+};
+
+// The command line of a training stage, exactly as `mosgrad` would take it.
+std::vector<std::string> train_args(const Context& c, const PlanRun& run, bool finetune,
+                                    bool resume) {
+  std::vector<std::string> a = {"mosgrad", finetune ? "finetune" : "train"};
+  a.insert(a.end(), c.plan.train_flags.begin(), c.plan.train_flags.end());
+  a.insert(a.end(), {"--head", run.head, "--seed", std::to_string(run.seed), "--save",
+                     c.out + "/runs/" + run.name(), "--data", c.data_dir, "--precision",
+                     c.precision, "--test_at_end", "false"});
+  if (finetune) a.insert(a.end(), {"--epochs", std::to_string(c.plan.finetune_epochs)});
+  if (resume) a.push_back("--resume");
+  return a;
+}
+
+std::string joined(const std::vector<std::string>& a) {
+  std::string s;
+  for (const std::string& w : a) s += (s.empty() ? "" : " ") + w;
+  return s;
+}
+
+TrainConfig parse_args(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  bool help = false;
+  return parse_train_command(args[1], static_cast<int>(argv.size()), argv.data(), &help);
+}
+
+std::shared_ptr<RNNModel> load_final(const std::string& dir) {
+  return load_model(dir + "/best.ckpt").model;
+}
+
+double test_ppl(RNNModel& model, const Context& c) {
+  return evaluate(model, batchify(slice(c.corpus->test, c.plan.test_tokens), 1), 70).perplexity();
+}
+
+// Runs one stage and fills its record's own fields; false when a training stage was stopped.
+bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, JsonLine& rec,
+               std::string& command) {
+  const std::string dir = c.out + "/runs/" + run.name();
+  if (stage == "train" || stage == "finetune") {
+    const bool finetune = stage == "finetune";
+    const bool resume = fs::exists(dir + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt"));
+    if (!finetune && !resume && fs::exists(dir)) fs::remove_all(dir);  // a start that left no state
+    if (finetune && !resume)  // start from the trained model, even if a killed finetune touched it
+      fs::copy_file(dir + "/train_best.ckpt", dir + "/best.ckpt",
+                    fs::copy_options::overwrite_existing);
+    const std::vector<std::string> args = train_args(c, run, finetune, resume);
+    command = joined(args);
+    const TrainResult r = train_lm(parse_args(args), *c.corpus, {c.display, nullptr}, finetune);
+    if (c.display) c.display->finish();
+    if (r.stopped) return false;
+    if (!finetune) {  // the trained model, kept for finetune to restart from
+      fs::copy_file(dir + "/best.ckpt", dir + "/train_best.ckpt.tmp",
+                    fs::copy_options::overwrite_existing);
+      fs::rename(dir + "/train_best.ckpt.tmp", dir + "/train_best.ckpt");
+    }
+    std::vector<double> ppl, elapsed;
+    epoch_curves(dir + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl"), ppl, elapsed);
+    rec.add("epochs", static_cast<int64_t>(ppl.size())).add("steps", r.steps);
+    rec.add("train_s", elapsed.empty() ? 0.0 : elapsed.back());
+    rec.add("valid_ppl", std::exp(r.best_val_loss)).add("test_ppl", test_ppl(*load_final(dir), c));
+    rec.add("epoch_valid_ppl", ppl).add("epoch_elapsed_s", elapsed);
+    return true;
+  }
+  const std::vector<int64_t> valid = slice(c.corpus->valid, c.plan.valid_tokens),
+                             test = slice(c.corpus->test, c.plan.test_tokens);
+  if (stage == "dyneval") {
+    const DynevalConfig& d = c.plan.dyneval;
+    command = strf("mosgrad dyneval --model %s/best.ckpt --lr %g --lamb %g --max_stat_batches %lld",
+                   dir.c_str(), d.lr, d.lamb, static_cast<long long>(d.max_stat_batches));
+    rec.add("lr", static_cast<double>(d.lr)).add("lamb", static_cast<double>(d.lamb));
+    rec.add("valid_ppl", dynamic_evaluate(*load_final(dir), c.corpus->train, valid, d).perplexity());
+    rec.add("test_ppl", dynamic_evaluate(*load_final(dir), c.corpus->train, test, d).perplexity());
+  } else if (stage == "pointer") {
+    command = "mosgrad pointer --model " + dir + "/best.ckpt --grid true --window " +
+              std::to_string(c.plan.pointer_window);
+    auto model = load_final(dir);
+    const PointerStream sv = pointer_stream(*model, valid, 70);
+    const PointerGrid g =
+        pointer_grid(sv, c.plan.pointer_window, c.plan.pointer_thetas, c.plan.pointer_lambdas);
+    const PointerStream st = pointer_stream(*model, test, 70);
+    const PointerScore best =
+        pointer_grid(st, c.plan.pointer_window, {g.best.theta}, {g.best.lambda}).best;
+    rec.add("window", c.plan.pointer_window).add("theta", g.best.theta).add("lambda", g.best.lambda);
+    rec.add("model_valid_ppl", std::exp(model_only_loss(sv))).add("valid_ppl", std::exp(g.best.loss));
+    rec.add("model_test_ppl", std::exp(model_only_loss(st))).add("test_ppl", std::exp(best.loss));
+  } else if (stage == "rank") {
+    RankOptions o;
+    o.contexts = c.plan.rank_contexts;
+    command = "mosgrad rank --model " + dir + "/best.ckpt --contexts " + std::to_string(o.contexts);
+    const RankReport r = model_rank(*load_final(dir), c.corpus->valid, o);
+    write_file_atomically(dir + "/spectrum.csv", rank_csv(r));
+    rec.add("contexts", r.N).add("rank", r.model.rank).add("bound", r.d + 2);
+    rec.add("sigma_max", r.model.sigma.empty() ? 0.0 : r.model.sigma[0]);
+    rec.add("threshold", r.model.threshold);
+  }
+  return true;
+}
+
+}  // namespace
+
+ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
+                               const std::function<void(const std::string&)>& say) {
+  Context c;
+  c.plan = reproduce_plan(options.plan);
+  c.out = options.out.empty() ? "runs/reproduce-" + c.plan.name : options.out;
+  c.display = display, c.say = say;
+  if (fs::exists(c.out) && !fs::is_directory(c.out))
+    throw std::invalid_argument("--out " + c.out + " is a file, not a directory");
+  ReproduceSummary summary;
+  std::vector<StageRecord> records = read_results(results_path(c.out));
+  for (const StageRecord& r : records)
+    if (r.text("plan") != c.plan.name)
+      throw std::runtime_error("--out " + c.out + " holds results of plan '" + r.text("plan") +
+                               "', not '" + c.plan.name + "': choose another --out");
+  for (const std::string& name : options.runs)
+    if (std::none_of(c.plan.runs.begin(), c.plan.runs.end(),
+                     [&](const PlanRun& r) { return r.name() == name; })) {
+      std::string known;
+      for (const PlanRun& r : c.plan.runs) known += (known.empty() ? "" : ", ") + r.name();
+      throw std::invalid_argument("--runs: plan " + c.plan.name + " has no run '" + name +
+                                  "'; its runs are " + known);
+    }
+  if (options.report) {
+    write_report(c.out, c.plan);
+    say("wrote " + c.out + "/results.md and " + c.out + "/valid_curves.svg from " +
+        std::to_string(records.size()) + " results");
+    return summary;
+  }
+  c.data_dir = resolve_data_dir(options.data);
+  c.precision = resolve_precision(c.plan.precision);
+  gemm_precision_for(c.precision, "fast", Device::CPU);  // a CPU without bf16: refused now
+  if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
+  fs::create_directories(c.out + "/runs");
+  const RunLock lock(c.out, options.command.empty() ? "mosgrad reproduce" : options.command);
+  const Corpus corpus = load_corpus(c.data_dir, 1000000);
+  c.corpus = &corpus;
+  c.commit = source_commit(), c.cpu = cpu_description();
+  const GemmPrecisionScope precision(gemm_precision_for(c.precision, "fast", Device::CPU));
+  say("plan " + c.plan.name + ": " + c.plan.description + "; " + std::to_string(c.plan.runs.size()) +
+      " runs into " + c.out + " (" + c.precision + ", " + std::to_string(num_threads()) +
+      " threads, " + c.cpu + ")");
+
+  for (const PlanRun& run : c.plan.runs) {
+    if (!options.runs.empty() &&
+        std::find(options.runs.begin(), options.runs.end(), run.name()) == options.runs.end())
+      continue;
+    bool later_done = false;  // a stage's record after a missing one: the file was edited
+    for (auto s = c.plan.stages.rbegin(); s != c.plan.stages.rend(); ++s) {
+      const bool done = find_record(records, run.name(), *s) != nullptr;
+      if (!done && later_done)
+        throw std::runtime_error(results_path(c.out) + " has later stages of " + run.name() +
+                                 " but not '" + *s + "'; remove that run's lines to redo it");
+      later_done = later_done || done;
+    }
+    for (const std::string& stage : c.plan.stages) {
+      if (find_record(records, run.name(), stage)) {
+        ++summary.stages_skipped;
+        continue;
+      }
+      say(run.name() + ": " + stage + " ...");
+      const auto start = Clock::now();
+      JsonLine rec;
+      rec.add("plan", c.plan.name).add("run", run.name()).add("head", run.head);
+      rec.add("seed", static_cast<int64_t>(run.seed)).add("stage", stage).add("date", utc_now());
+      rec.add("commit", c.commit).add("cpu", c.cpu).add("precision", c.precision);
+      rec.add("threads", static_cast<int64_t>(num_threads()));
+      std::string command;
+      JsonLine fields;
+      if (!run_stage(c, run, stage, fields, command)) {
+        summary.interrupted = true;
+        say("stopped during " + run.name() + " " + stage + "; run the same command to continue");
+        return summary;
+      }
+      const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+      rec.add("command", command).add("wall_s", wall);
+      std::string line = rec.str(), more = fields.str();
+      if (more != "{}") line = line.substr(0, line.size() - 1) + "," + more.substr(1);
+      append_result(results_path(c.out), line);
+      records = read_results(results_path(c.out));
+      write_report(c.out, c.plan);
+      ++summary.stages_run;
+      say(run.name() + ": " + stage + strf(" done in %.0f s", wall));
+      if (training_stop_requested()) {
+        summary.interrupted = true;
+        say("stopped after " + run.name() + " " + stage + "; run the same command to continue");
+        return summary;
+      }
+    }
+  }
+  write_report(c.out, c.plan);
+  say("plan " + c.plan.name + " complete: " + c.out + "/results.md");
+  return summary;
+}
+
+}  // namespace mg

@@ -1,0 +1,49 @@
+// `mosgrad reproduce --plan NAME --out DIR`: runs a comparison plan (lm/reproduce_plan.h) stage by
+// stage, each run through train -> finetune -> dyneval -> pointer -> rank, and keeps the results
+// in DIR:
+//   results.jsonl      one line per finished stage (lm/reproduce_results.h): the plan's memory
+//   results.md         the tables, rewritten after every stage (and by --report at any time)
+//   valid_curves.svg   validation perplexity per epoch of every head, with the seed band
+//   runs/<head>-s<seed>/  each run's directory as `mosgrad train` makes it (checkpoints, metrics)
+//
+// Resuming: a stage with a line in results.jsonl is skipped; a training stage that was stopped
+// (Ctrl-C, kill -9, a lost machine with the directory kept) continues from its checkpoint exactly;
+// an evaluation stage that was stopped runs again. Ctrl-C stops a training stage at once (saving
+// its checkpoint) and any other stage when it ends. A second `reproduce` on the same DIR is refused
+// while the first runs.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "lm/progress.h"
+#include "lm/reproduce_plan.h"
+
+namespace mg {
+
+struct ReproduceOptions {
+  std::string plan;        // --plan (required)
+  std::string out;         // --out (default runs/reproduce-<plan>)
+  std::string data;        // --data (resolve_data_dir)
+  int64_t threads = 0;     // --threads (0: all cores)
+  bool report = false;     // --report: only rewrite results.md and valid_curves.svg
+  std::vector<std::string> runs;  // --runs: only these of the plan's runs ("mos-s1,...")
+  std::string command;     // the command line, for the lock file
+};
+
+struct ReproduceSummary {
+  int stages_run = 0, stages_skipped = 0;
+  bool interrupted = false;
+};
+
+// Throws std::invalid_argument for an unknown plan or an unusable --out, before any work; and
+// std::runtime_error when DIR holds another plan's results or a process is already running there.
+ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
+                               const std::function<void(const std::string&)>& say);
+
+// The files of DIR.
+std::string results_path(const std::string& out);  // DIR/results.jsonl
+void write_report(const std::string& out, const ReproducePlan& plan);  // results.md, the figure
+
+}  // namespace mg

@@ -1,0 +1,102 @@
+#include "lm/reproduce_plan.h"
+
+#include <stdexcept>
+
+#include "lm/pointer.h"
+#include "tensor/gemm.h"
+
+namespace mg {
+
+std::string PlanRun::name() const {
+  return head + "-s" + std::to_string(seed);
+}
+
+const std::vector<std::string>& reproduce_stage_names() {
+  static const std::vector<std::string> names = {"train", "finetune", "dyneval", "pointer", "rank"};
+  return names;
+}
+
+const std::vector<std::string>& reproduce_plan_names() {
+  static const std::vector<std::string> names = {"quick", "afternoon", "paper"};
+  return names;
+}
+
+namespace {
+
+ReproducePlan quick_plan() {
+  ReproducePlan p;
+  p.name = "quick";
+  p.description = "every head on a 2,000-token PTB slice, a tiny model; checks the pipeline";
+  p.train_flags = {"--preset",       "tiny", "--emsize",          "16",   "--nhid",
+                   "24",             "--nhidlast", "24",            "--n_experts", "2",
+                   "--epochs",       "2",    "--max_train_tokens", "2000", "--max_eval_tokens",
+                   "300",            "--bptt", "10",                "--batch_size", "10",
+                   "--log_interval", "1000"};
+  p.runs = {{"softmax", 1}, {"mos", 1}, {"mos", 2}, {"sigsoftmax", 1}, {"mosig", 1}, {"moc", 1}};
+  p.stages = reproduce_stage_names();
+  p.finetune_epochs = 2;
+  p.valid_tokens = 300, p.test_tokens = 300;
+  p.dyneval.max_stat_batches = 2, p.dyneval.stat_batch_size = 10;
+  p.pointer_window = 50;
+  p.pointer_thetas = {0.5, 1.0}, p.pointer_lambdas = {0.1, 0.2};
+  p.rank_contexts = 100;
+  p.precision = "fp32";  // the same numbers on every CPU
+  return p;
+}
+
+// The bottleneck binds harder when d is small against V = 10,000 (a softmax head's log-probability
+// matrix has rank <= d+2 = 66), and a mixture head's cost grows with K·d·V, so d = 64 is where
+// MoS should show soonest within an afternoon of 2 cores. AWD-LSTM's regularisation, lighter for a
+// model of 1.3-1.6M parameters so it converges within the epoch cap.
+ReproducePlan afternoon_plan() {
+  ReproducePlan p;
+  p.name = "afternoon";
+  p.description =
+      "E = d = 64, LSTM [256, 256], K = 5, 12 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
+      "the others";
+  p.train_flags = {"--preset",  "small-mos", "--emsize",   "64",  "--nhid",     "256",
+                   "--nhidlast", "256",      "--n_experts", "5",  "--dropout",  "0.3",
+                   "--dropouth", "0.2",      "--dropouti", "0.1", "--dropoute", "0.05",
+                   "--wdrop",    "0.3",      "--dropoutl", "0.2", "--epochs",   "12",
+                   "--nonmono",  "3"};
+  p.runs = {{"mos", 1},   {"softmax", 1},    {"moc", 1},     {"mosig", 1}, {"sigsoftmax", 1},
+            {"mos", 2},   {"softmax", 2},    {"mos", 3},     {"softmax", 3}};
+  p.stages = reproduce_stage_names();
+  p.finetune_epochs = 8;
+  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
+  p.rank_contexts = 5000;
+  return p;
+}
+
+// Yang et al. 2017's PTB model and recipe (the mos-paper preset: 1000 epochs, finetuning until
+// validation stops improving, dynamic evaluation with the MoS README's settings).
+ReproducePlan paper_plan() {
+  ReproducePlan p;
+  p.name = "paper";
+  p.description = "the mos-paper preset (E=280, LSTM [960,960,620], K=15) and the paper's recipe";
+  p.train_flags = {"--preset", "mos-paper"};
+  p.runs = {{"mos", 1}, {"softmax", 1}};
+  p.stages = reproduce_stage_names();
+  p.finetune_epochs = 1000;
+  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
+  p.rank_contexts = 0;
+  return p;
+}
+
+}  // namespace
+
+ReproducePlan reproduce_plan(const std::string& name) {
+  if (name == "quick") return quick_plan();
+  if (name == "afternoon") return afternoon_plan();
+  if (name == "paper") return paper_plan();
+  std::string known;
+  for (const auto& n : reproduce_plan_names()) known += (known.empty() ? "" : ", ") + n;
+  throw std::invalid_argument("--plan: unknown plan '" + name + "'; choose one of " + known);
+}
+
+std::string resolve_precision(const std::string& precision) {
+  if (precision != "auto") return precision;
+  return gemm_bf16_kernel_name() ? "bf16" : "fp32";
+}
+
+}  // namespace mg

@@ -1,0 +1,57 @@
+// The comparison plans of `mosgrad reproduce` (lm/reproduce.h): which heads, which seeds, which
+// model and recipe, which stages. Every head of a plan trains with the same flags (same d, same
+// LSTM, same regularisation, same epochs); only --head and --seed differ between its runs.
+//
+//   quick      a tiny model on a PTB slice, < 2 minutes: checks the pipeline and the files (a test
+//              in `make test`), not the science
+//   afternoon  the headline table: E = d = 64 against V = 10,000, where the bottleneck binds hard
+//              and a mixture head stays cheap; 3 seeds of softmax and MoS, 1 of the others
+//   paper      the `mos-paper` preset and the MoS paper's recipe: for a GPU or a long CPU run
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lm/dyneval.h"
+
+namespace mg {
+
+struct PlanRun {
+  std::string head;  // softmax | sigsoftmax | moc | mos | mosig
+  uint64_t seed = 1;
+  std::string name() const;  // "<head>-s<seed>": its directory under <out>/runs/
+};
+
+// The stages, in the order every run goes through them.
+//   train     NT-ASGD training to the epoch cap; the best model (valid, B=10) tested at B=1
+//   finetune  the MoS paper's second stage: ASGD from the best model until validation stops
+//             improving (or finetune_epochs); tested again
+//   dyneval   dynamic evaluation (Krause et al. 2018) of the final model on valid and test
+//   pointer   the neural cache pointer: θ, λ chosen on valid, then test
+//   rank      the numerical rank of the final model's log-probabilities over valid contexts
+const std::vector<std::string>& reproduce_stage_names();
+
+struct ReproducePlan {
+  std::string name, description;
+  std::vector<std::string> train_flags;  // after `mosgrad train`: --preset and overrides
+  std::vector<PlanRun> runs;             // in the order they run, each through every stage
+  std::vector<std::string> stages;       // a subsequence of reproduce_stage_names()
+  int64_t finetune_epochs = 0;
+  int64_t valid_tokens = 0, test_tokens = 0;  // evaluation slices (0: the whole split)
+  DynevalConfig dyneval;
+  int64_t pointer_window = 500;
+  std::vector<double> pointer_thetas, pointer_lambdas;
+  int64_t rank_contexts = 0;  // 0: every valid target
+  // "auto": bf16 where the CPU has AVX512_BF16 (rounded GEMM operands, ~1.5x faster), else fp32.
+  std::string precision = "auto";
+};
+
+const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, paper
+// Throws std::invalid_argument naming the plan and listing the known ones.
+ReproducePlan reproduce_plan(const std::string& name);
+
+// "auto" resolved for this CPU; "fp32" and "bf16" as they are.
+std::string resolve_precision(const std::string& precision);
+
+}  // namespace mg

@@ -1,0 +1,250 @@
+#include "lm/reproduce_results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "io/atomic_file.h"
+#include "io/read_file.h"
+#include "io/strf.h"
+#include "io/svg_plot.h"
+
+namespace mg {
+
+namespace {
+
+std::string number_text(double v) {
+  if (!std::isfinite(v)) return "null";
+  std::ostringstream os;
+  os.precision(10);
+  os << v;
+  return os.str();
+}
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+}  // namespace
+
+JsonLine& JsonLine::add(const std::string& key, const std::string& value) {
+  body_ += (body_.empty() ? "" : ",") + json_string(key) + ":" + json_string(value);
+  return *this;
+}
+JsonLine& JsonLine::add(const std::string& key, const char* value) {
+  return add(key, std::string(value));
+}
+JsonLine& JsonLine::add(const std::string& key, double value) {
+  body_ += (body_.empty() ? "" : ",") + json_string(key) + ":" + number_text(value);
+  return *this;
+}
+JsonLine& JsonLine::add(const std::string& key, int64_t value) {
+  body_ += (body_.empty() ? "" : ",") + json_string(key) + ":" + std::to_string(value);
+  return *this;
+}
+JsonLine& JsonLine::add(const std::string& key, const std::vector<double>& values) {
+  std::string list;
+  for (double v : values) list += (list.empty() ? "" : ",") + number_text(v);
+  body_ += (body_.empty() ? "" : ",") + json_string(key) + ":[" + list + "]";
+  return *this;
+}
+std::string JsonLine::str() const {
+  return "{" + body_ + "}";
+}
+
+std::string StageRecord::text(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  return v && v->kind == JsonValue::String ? v->str : "";
+}
+double StageRecord::number(const std::string& key) const {
+  const JsonValue* v = json.find(key);
+  return v && v->kind == JsonValue::Number ? v->number : kNaN;
+}
+std::vector<double> StageRecord::numbers(const std::string& key) const {
+  std::vector<double> out;
+  const JsonValue* v = json.find(key);
+  if (v && v->kind == JsonValue::Array)
+    for (const JsonValue& x : v->items) out.push_back(x.kind == JsonValue::Number ? x.number : kNaN);
+  return out;
+}
+
+std::vector<StageRecord> read_results(const std::string& path) {
+  std::vector<StageRecord> records;
+  if (!std::filesystem::exists(path)) return records;
+  std::istringstream lines(read_file(path, "results file"));
+  int64_t n = 0;
+  for (std::string line; std::getline(lines, line);) {
+    ++n;
+    if (line.empty()) continue;
+    StageRecord r;
+    try {
+      r.json = parse_json(line);
+    } catch (const JsonError& e) {
+      throw std::runtime_error("results file " + path + ", line " + std::to_string(n) + ": " +
+                               e.what() + " (the file is written whole; was it edited?)");
+    }
+    for (const char* key : {"plan", "run", "head", "stage"})
+      if (r.json.kind != JsonValue::Object || r.text(key).empty())
+        throw std::runtime_error("results file " + path + ", line " + std::to_string(n) +
+                                 ": not a stage record (no \"" + key + "\")");
+    records.push_back(std::move(r));
+  }
+  return records;
+}
+
+void append_result(const std::string& path, const std::string& line) {
+  std::string text = std::filesystem::exists(path) ? read_file(path, "results file") : "";
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  write_file_atomically(path, text + line + "\n");
+}
+
+const StageRecord* find_record(const std::vector<StageRecord>& records, const std::string& run,
+                               const std::string& stage) {
+  for (const StageRecord& r : records)
+    if (r.text("run") == run && r.text("stage") == stage) return &r;
+  return nullptr;
+}
+
+namespace {
+
+// The plan's heads in first-appearance order, with their runs' names.
+std::vector<std::pair<std::string, std::vector<std::string>>> heads_of(const ReproducePlan& plan) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> heads;
+  for (const PlanRun& r : plan.runs) {
+    auto it = std::find_if(heads.begin(), heads.end(), [&](const auto& h) { return h.first == r.head; });
+    if (it == heads.end()) heads.push_back({r.head, {}}), it = heads.end() - 1;
+    it->second.push_back(r.name());
+  }
+  return heads;
+}
+
+// "mean ± sd (n=N)" of the finite values; "—" when there are none; no ± for one value.
+std::string summary(const std::vector<double>& values, int digits = 2) {
+  std::vector<double> v;
+  for (double x : values)
+    if (std::isfinite(x)) v.push_back(x);
+  if (v.empty()) return "—";
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= v.size();
+  if (v.size() == 1) return strf("%.*f", digits, mean);
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return strf("%.*f ± %.*f (n=%zu)", digits, mean, digits, std::sqrt(ss / (v.size() - 1)),
+              v.size());
+}
+
+double field(const std::vector<StageRecord>& records, const std::string& run,
+             const std::string& stage, const std::string& key) {
+  const StageRecord* r = find_record(records, run, stage);
+  return r ? r->number(key) : kNaN;
+}
+
+// The best validation perplexity a run had reached after `minutes` of training (NaN when its
+// first epoch ended later, or it has no train record).
+double best_by(const std::vector<StageRecord>& records, const std::string& run, double minutes) {
+  const StageRecord* r = find_record(records, run, "train");
+  if (!r) return kNaN;
+  const std::vector<double> ppl = r->numbers("epoch_valid_ppl"), t = r->numbers("epoch_elapsed_s");
+  double best = kNaN;
+  for (size_t i = 0; i < std::min(ppl.size(), t.size()); ++i)
+    if (t[i] <= minutes * 60 && !(ppl[i] >= best)) best = ppl[i];
+  return best;
+}
+
+}  // namespace
+
+std::string results_markdown(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
+  const auto heads = heads_of(plan);
+  std::string md = "## Plan `" + plan.name + "`: " + plan.description + "\n\n";
+  md += "Perplexities: mean ± standard deviation over the seeds (n = how many). Valid at B=10, test at B=1.\n\n";
+  md += "| head | valid | test | finetuned valid | finetuned test | dyneval valid | dyneval test "
+        "| pointer valid | pointer test | rank [bound d+2] |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& [head, runs] : heads) {
+    auto col = [&, &runs = runs](const std::string& stage, const std::string& key, int digits = 2) {
+      std::vector<double> v;
+      for (const std::string& run : runs) v.push_back(field(records, run, stage, key));
+      return summary(v, digits);
+    };
+    const double bound = [&, &runs = runs] {
+      for (const std::string& run : runs)
+        if (std::isfinite(field(records, run, "rank", "bound")))
+          return field(records, run, "rank", "bound");
+      return kNaN;
+    }();
+    md += "| " + head + " | " + col("train", "valid_ppl") + " | " + col("train", "test_ppl") +
+          " | " + col("finetune", "valid_ppl") + " | " + col("finetune", "test_ppl") + " | " +
+          col("dyneval", "valid_ppl") + " | " + col("dyneval", "test_ppl") + " | " +
+          col("pointer", "valid_ppl") + " | " + col("pointer", "test_ppl") + " | " +
+          col("rank", "rank", 0) + (std::isfinite(bound) ? strf(" [%.0f]", bound) : "") + " |\n";
+  }
+  md += "\nAt equal wall-clock: the best validation perplexity reached within each budget of "
+        "training time.\n\n| head | 15 min | 60 min | 180 min |\n|---|---|---|---|\n";
+  for (const auto& [head, runs] : heads) {
+    md += "| " + head;
+    for (double minutes : {15.0, 60.0, 180.0}) {
+      std::vector<double> v;
+      for (const std::string& run : runs) v.push_back(best_by(records, run, minutes));
+      md += " | " + summary(v);
+    }
+    md += " |\n";
+  }
+  md += "\nEvery run (— : not run yet):\n\n| run | epochs | train min | valid | test | finetuned test "
+        "| dyneval test | pointer test (θ, λ) | rank | precision | commit |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const PlanRun& pr : plan.runs) {
+    const std::string run = pr.name();
+    const StageRecord* train = find_record(records, run, "train");
+    const StageRecord* ptr = find_record(records, run, "pointer");
+    auto num = [&](const std::string& stage, const std::string& key, int digits = 2) {
+      return summary({field(records, run, stage, key)}, digits);
+    };
+    md += "| " + run + " | " + num("train", "epochs", 0) + " | " +
+          (train ? strf("%.1f", train->number("train_s") / 60) : "—") + " | " +
+          num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
+          num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
+          num("pointer", "test_ppl") +
+          (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
+          num("rank", "rank", 0) + " | " + (train ? train->text("precision") : "—") + " | " +
+          (train ? train->text("commit") : "—") + " |\n";
+  }
+  return md;
+}
+
+std::string results_figure_svg(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
+  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  LogPlot p;
+  p.title = "plan " + plan.name + ": validation perplexity per epoch (mean of seeds, band: min-max)";
+  p.x_label = "epoch", p.y_label = "valid ppl";
+  size_t c = 0;
+  for (const auto& [head, runs] : heads_of(plan)) {
+    std::vector<std::vector<double>> curves;
+    for (const std::string& run : runs)
+      if (const StageRecord* r = find_record(records, run, "train"))
+        curves.push_back(r->numbers("epoch_valid_ppl"));
+    const std::string color = colors[c++ % 6];
+    if (curves.empty()) continue;
+    size_t epochs = 0;
+    for (const auto& cv : curves) epochs = std::max(epochs, cv.size());
+    PlotSeries mean{head, head + strf(" (%zu seed%s)", curves.size(), curves.size() > 1 ? "s" : ""),
+                    color, true, {}};
+    PlotSeries low{head + "-min", "", color, false, {}}, high{head + "-max", "", color, false, {}};
+    for (size_t e = 0; e < epochs; ++e) {
+      double sum = 0, lo = INFINITY, hi = -INFINITY;
+      size_t n = 0;
+      for (const auto& cv : curves)
+        if (e < cv.size() && std::isfinite(cv[e])) sum += cv[e], ++n, lo = std::min(lo, cv[e]), hi = std::max(hi, cv[e]);
+      if (n == 0) continue;
+      const double x = static_cast<double>(e + 1);
+      mean.points.push_back({x, sum / n});
+      if (curves.size() > 1) low.points.push_back({x, lo}), high.points.push_back({x, hi});
+    }
+    p.series.push_back(mean);
+    if (!low.points.empty()) p.series.push_back(low), p.series.push_back(high);
+  }
+  return render_log_plot_svg(p);
+}
+
+}  // namespace mg

@@ -1,0 +1,195 @@
+// `mosgrad reproduce` (lm/reproduce.h): the quick plan end to end on a PTB slice — every run
+// through every stage, one line each in results.jsonl, the tables and the figure drawn from them;
+// a second call redoes nothing; a plan stopped in a training stage continues exactly; bad
+// requests and a damaged results file are clear errors before any work.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "io/read_file.h"
+#include "io/run_lock.h"
+#include "lm/corpus.h"
+#include "lm/reproduce.h"
+#include "lm/reproduce_results.h"
+#include "lm/train.h"
+#include "tensor/parallel.h"
+#include "tests/test_trainer_util.h"
+
+using namespace mg;
+namespace fs = std::filesystem;
+
+namespace {
+
+bool have_ptb(std::string* dir) {
+  *dir = resolve_data_dir("");
+  return fs::exists(*dir + "/ptb.train.txt");
+}
+
+ReproduceSummary run_quick(const std::string& out, std::vector<std::string> runs = {}) {
+  ReproduceOptions o;
+  o.plan = "quick", o.out = out, o.runs = std::move(runs);
+  return run_reproduce(o, nullptr, [](const std::string&) {});
+}
+
+void write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+}
+
+}  // namespace
+
+TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
+  std::string data;
+  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string out = mgtest::temp_dir("reproduce_quick");
+  const ReproducePlan plan = reproduce_plan("quick");
+  const ReproduceSummary first = run_quick(out);
+  EXPECT_FALSE(first.interrupted);
+  const int stages = static_cast<int>(plan.runs.size() * plan.stages.size());
+  EXPECT_EQ(first.stages_run, stages);
+
+  const std::vector<StageRecord> records = read_results(results_path(out));
+  ASSERT_EQ(static_cast<int>(records.size()), stages);
+  std::set<std::string> seen;
+  for (const StageRecord& r : records) {
+    EXPECT_TRUE(seen.insert(r.text("run") + "/" + r.text("stage")).second) << "duplicated";
+    EXPECT_EQ(r.text("plan"), "quick");
+    for (const char* key : {"commit", "cpu", "precision", "command", "date"})
+      EXPECT_FALSE(r.text(key).empty()) << key << " missing in " << r.text("run");
+    EXPECT_GT(r.number("wall_s"), 0);
+    EXPECT_EQ(r.number("threads"), static_cast<double>(num_threads()));
+    const std::string stage = r.text("stage");
+    if (stage == "rank") {
+      EXPECT_EQ(r.number("contexts"), 100);
+      EXPECT_EQ(r.number("bound"), 18) << "d + 2 with d = E = 16";
+      if (r.text("head") == "softmax" || r.text("head") == "moc")
+        EXPECT_LE(r.number("rank"), 18) << r.text("run");
+      continue;
+    }
+    EXPECT_TRUE(std::isfinite(r.number("valid_ppl")) && r.number("valid_ppl") > 1) << stage;
+    EXPECT_TRUE(std::isfinite(r.number("test_ppl")) && r.number("test_ppl") > 1) << stage;
+    if (stage == "train") {
+      EXPECT_EQ(r.numbers("epoch_valid_ppl").size(), 2u);
+      EXPECT_EQ(r.numbers("epoch_elapsed_s").size(), 2u);
+      EXPECT_NE(r.text("command").find("mosgrad train --preset tiny"), std::string::npos);
+    }
+    if (stage == "finetune") {  // finetuning keeps the better model: never worse on valid
+      const StageRecord* train = find_record(records, r.text("run"), "train");
+      ASSERT_NE(train, nullptr);
+      EXPECT_LE(r.number("valid_ppl"), train->number("valid_ppl") * (1 + 1e-9));
+    }
+    if (stage == "pointer") {
+      EXPECT_LE(r.number("valid_ppl"), r.number("model_valid_ppl") * (1 + 1e-9))
+          << "the grid includes its best; the model alone is not better than the best λ > 0 here";
+    }
+  }
+  const std::string md = read_file(out + "/results.md", "table");
+  for (const char* head : {"| softmax |", "| mos |", "| sigsoftmax |", "| mosig |", "| moc |"})
+    EXPECT_NE(md.find(head), std::string::npos) << head;
+  EXPECT_NE(md.find("(n=2)"), std::string::npos) << "mos has two seeds: mean ± sd (n=2)";
+  const std::string svg = read_file(out + "/valid_curves.svg", "figure");
+  EXPECT_NE(svg.find("class=\"mos\""), std::string::npos);
+  EXPECT_NE(svg.find("class=\"mos-min\""), std::string::npos) << "the seed band";
+
+  // A second call finds every stage done: nothing runs, the file is unchanged.
+  const std::string before = read_file(results_path(out), "results");
+  const ReproduceSummary again = run_quick(out);
+  EXPECT_EQ(again.stages_run, 0);
+  EXPECT_EQ(again.stages_skipped, stages);
+  EXPECT_EQ(read_file(results_path(out), "results"), before);
+}
+
+TEST(Reproduce, AStopInATrainingStageContinuesExactly) {
+  std::string data;
+  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string straight = mgtest::temp_dir("reproduce_straight"),
+                    stopped = mgtest::temp_dir("reproduce_stopped");
+  run_quick(straight, {"mos-s1"});
+  request_training_stop();  // as Ctrl-C: the first training step saves a checkpoint and stops
+  const ReproduceSummary s = run_quick(stopped, {"mos-s1"});
+  clear_training_stop();
+  EXPECT_TRUE(s.interrupted);
+  EXPECT_EQ(s.stages_run, 0);
+  EXPECT_TRUE(read_results(results_path(stopped)).empty()) << "no line for an unfinished stage";
+  EXPECT_TRUE(fs::exists(stopped + "/runs/mos-s1/checkpoint.ckpt"));
+  EXPECT_EQ(run_quick(stopped, {"mos-s1"}).stages_run, 5);
+  const auto a = read_results(results_path(straight)), b = read_results(results_path(stopped));
+  for (const char* stage : {"train", "finetune", "dyneval", "pointer"})
+    for (const char* key : {"valid_ppl", "test_ppl"})
+      EXPECT_EQ(find_record(a, "mos-s1", stage)->number(key),
+                find_record(b, "mos-s1", stage)->number(key))
+          << stage << " " << key << ": a resumed plan gives the same numbers";
+}
+
+TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
+  const std::string out = mgtest::temp_dir("reproduce_errors");
+  ReproduceOptions o;
+  o.plan = "weekend", o.out = out;
+  EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::invalid_argument);
+  o.plan = "quick", o.runs = {"mos-s9"};
+  try {
+    run_reproduce(o, nullptr, [](const std::string&) {});
+    ADD_FAILURE() << "an unknown run was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("mos-s9"), std::string::npos) << e.what();
+  }
+  o.runs.clear();
+  write(out + "/results.jsonl",
+        "{\"plan\":\"afternoon\",\"run\":\"mos-s1\",\"head\":\"mos\",\"stage\":\"train\"}\n");
+  EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error)
+      << "another plan's directory";
+  write(out + "/results.jsonl", "{\"plan\":\"quick\",\"run\":\"mos-s1\",\"head\":\"mos\",\"sta");
+  try {
+    run_reproduce(o, nullptr, [](const std::string&) {});
+    ADD_FAILURE() << "a torn line was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("line 1"), std::string::npos) << e.what();
+  }
+  // A later stage without an earlier one: the file was edited, the order cannot be trusted.
+  write(out + "/results.jsonl",
+        "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\",\"stage\":\"rank\"}\n");
+  std::string data;
+  if (have_ptb(&data))
+    EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error);
+  // A second process on the same directory is refused.
+  fs::remove(out + "/results.jsonl");
+  const RunLock other(out, "mosgrad reproduce --plan quick (another process)");
+  if (have_ptb(&data)) {
+    try {
+      run_reproduce(o, nullptr, [](const std::string&) {});
+      ADD_FAILURE() << "two processes on one directory";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("another process"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Reproduce, ResultsFileRoundTripsAndTablesSummariseSeeds) {
+  const std::string out = mgtest::temp_dir("reproduce_table");
+  const std::string path = results_path(out);
+  fs::create_directories(out);
+  auto line = [](const std::string& run, const std::string& head, double valid, double test) {
+    return JsonLine()
+        .add("plan", "quick").add("run", run).add("head", head).add("seed", int64_t{1})
+        .add("stage", "train").add("valid_ppl", valid).add("test_ppl", test)
+        .add("epoch_valid_ppl", std::vector<double>{valid + 10, valid})
+        .add("epoch_elapsed_s", std::vector<double>{600, 1200})
+        .str();
+  };
+  append_result(path, line("mos-s1", "mos", 100, 98));
+  append_result(path, line("mos-s2", "mos", 104, 102));
+  append_result(path, line("softmax-s1", "softmax", 120, std::nan("")));
+  const auto records = read_results(path);
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_TRUE(std::isnan(records[2].number("test_ppl"))) << "NaN is written as null";
+  const std::string md = results_markdown(records, reproduce_plan("quick"));
+  EXPECT_NE(md.find("| mos | 102.00 ± 2.83 (n=2) | 100.00 ± 2.83 (n=2) |"), std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| softmax | 120.00 | — |"), std::string::npos) << md;
+  // Equal wall-clock: by 15 min only the first epoch (600 s) has ended, by 60 min both.
+  EXPECT_NE(md.find("| mos | 112.00 ± 2.83 (n=2) | 102.00 ± 2.83 (n=2) | 102.00 ± 2.83 (n=2) |"),
+            std::string::npos)
+      << md;
+}

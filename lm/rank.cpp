@@ -9,6 +9,7 @@
 #include "io/svg_plot.h"
 #include "lm/batching.h"
 #include "lm/head_double.h"
+#include "lm/svd.h"
 
 namespace mg {
 
@@ -65,38 +66,39 @@ RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const Ra
   const std::vector<float> h = collect_contexts(model, data, o.bptt, r.N, &H);
   r.seconds_contexts = seconds_since(t0);
 
-  // The Gram of the smaller side. N ≤ V: A A^T [N,N] needs A whole ([N,V] doubles). N > V: A^T A
-  // [V,V] is summed over blocks of contexts, so A is never held whole (PTB valid: 5.9 GB).
-  std::vector<double> gram;
-  const int64_t n = std::min(r.N, r.V);
-  gram.assign(static_cast<size_t>(n * n), 0.0);
-  double t_logp = 0, t_gram = 0;
+  // σ from A itself (lm/svd.h). N ≤ V: A row-major [N,V] is Aᵀ column-major, a tall V x N matrix,
+  // held whole. N > V: A is folded into its V x V triangular factor a block of contexts at a time
+  // (TallQR), so it is never held whole (PTB valid: 5.9 GB).
+  double t_logp = 0, t_svd = 0;
+  std::vector<double> sigma;
   if (r.N <= r.V) {
     t0 = std::chrono::steady_clock::now();
-    const std::vector<double> a = head.log_probs(h.data(), r.N);
+    std::vector<double> a = head.log_probs(h.data(), r.N);
     t_logp += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
-    gram_of_rows(a.data(), r.N, r.V, gram);
-    t_gram += seconds_since(t0);
+    sigma = singular_values_tall(std::move(a), r.V, r.N);
+    t_svd += seconds_since(t0);
   } else {
-    // Blocks of 2048 contexts (164 MB of log-probs at V = 10,000): long dot products for the
-    // Gram's kernel, and the lower triangle mirrored once at the end.
-    constexpr int64_t kBlock = 2048;
-    for (int64_t first = 0; first < r.N; first += kBlock) {
-      const int64_t rows = std::min(kBlock, r.N - first);
+    // Blocks of 2V contexts: each fold is the QR of [R; block], 3V x V, so the work stays within
+    // 1.5x that of one QR of A whole.
+    const int64_t block = 2 * r.V;
+    TallQR qr(r.V);
+    for (int64_t first = 0; first < r.N; first += block) {
+      const int64_t rows = std::min(block, r.N - first);
       t0 = std::chrono::steady_clock::now();
       const std::vector<double> a = head.log_probs(h.data() + first * H, rows);
       t_logp += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
-      gram_accumulate_lower(a.data(), rows, r.V, gram);
-      t_gram += seconds_since(t0);
+      qr.add_rows(a.data(), rows);
+      t_svd += seconds_since(t0);
     }
-    mirror_lower(gram, r.V);
+    t0 = std::chrono::steady_clock::now();
+    sigma = qr.singular_values();
+    t_svd += seconds_since(t0);
   }
-  t0 = std::chrono::steady_clock::now();
-  r.model = spectrum_from_gram_eigenvalues(symmetric_eigenvalues(std::move(gram), n), r.N, r.V);
+  r.model = spectrum_from_singular_values(std::move(sigma), r.N, r.V);
   r.seconds_log_probs = t_logp;
-  r.seconds_spectrum = t_gram + seconds_since(t0);
+  r.seconds_spectrum = t_svd;
   r.decoder = singular_values(head.W, r.V, r.d);
   // The components' disagreement on (at most) the first 1000 contexts: K·V per context is cheap,
   // but it is a summary, not worth a pass over all of them.

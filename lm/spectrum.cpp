@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "lm/svd.h"
 #include "tensor/gemm_f64.h"
 
 namespace mg {
@@ -76,17 +77,17 @@ void tridiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d,
   for (int64_t i = 0; i < n; ++i) d[i] = a[i * n + i];
 }
 
-// Eigenvalues of the symmetric tridiagonal (d, e) by the implicit QL method with Wilkinson shifts
-// (Golub & Van Loan §8.3.5; the tqli of Numerical Recipes without eigenvectors). On entry e[i]
-// couples i and i+1, e[n-1] = 0. d is overwritten with the eigenvalues.
-void tridiagonal_ql(std::vector<double>& d, std::vector<double>& e, int64_t n) {
+}  // namespace
+
+void tridiagonal_eigenvalues(std::vector<double>& d, std::vector<double>& e, int64_t n,
+                             double abs_tol) {
   for (int64_t l = 0; l < n; ++l) {
     int iterations = 0;
     int64_t m;
     do {
       for (m = l; m < n - 1; ++m) {
         const double dd = std::fabs(d[m]) + std::fabs(d[m + 1]);
-        if (std::fabs(e[m]) <= DBL_EPSILON * dd) break;
+        if (std::fabs(e[m]) <= DBL_EPSILON * dd || std::fabs(e[m]) <= abs_tol) break;
       }
       if (m == l) break;
       if (++iterations > 60)
@@ -123,8 +124,6 @@ void tridiagonal_ql(std::vector<double>& d, std::vector<double>& e, int64_t n) {
   }
 }
 
-}  // namespace
-
 std::vector<double> symmetric_eigenvalues(std::vector<double> a, int64_t n) {
   if (n < 0 || static_cast<int64_t>(a.size()) != n * n)
     throw std::invalid_argument("symmetric_eigenvalues: matrix has " + std::to_string(a.size()) +
@@ -134,7 +133,7 @@ std::vector<double> symmetric_eigenvalues(std::vector<double> a, int64_t n) {
   tridiagonalise(a, n, d, e);
   for (int64_t i = 1; i < n; ++i) e[i - 1] = e[i];  // e[i] now couples i and i+1
   e[n - 1] = 0;
-  tridiagonal_ql(d, e, n);
+  tridiagonal_eigenvalues(d, e, n);
   std::sort(d.begin(), d.end(), std::greater<double>());
   return d;
 }
@@ -182,22 +181,26 @@ Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, i
   return s;
 }
 
+Spectrum spectrum_from_singular_values(std::vector<double> sigma, int64_t N, int64_t V) {
+  Spectrum s;
+  std::sort(sigma.begin(), sigma.end(), std::greater<double>());
+  s.sigma = std::move(sigma);
+  if (s.sigma.empty()) return s;
+  s.threshold = s.sigma[0] * static_cast<double>(std::max(N, V)) * DBL_EPSILON;
+  for (double v : s.sigma) s.rank += v > s.threshold;
+  return s;
+}
+
 Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V) {
   if (static_cast<int64_t>(a.size()) != N * V)
     throw std::invalid_argument("singular_values: matrix has " + std::to_string(a.size()) +
                                 " values, expected " + std::to_string(N) + "x" + std::to_string(V));
-  std::vector<double> g;
-  int64_t n;
-  if (V <= N) {  // Aᵀ A [V,V]
-    n = V;
-    g.assign(static_cast<size_t>(V * V), 0.0);
-    gram_accumulate(a.data(), N, V, g);
-  } else {  // A Aᵀ [N,N]
-    n = N;
-    g.assign(static_cast<size_t>(N * N), 0.0);
-    gram_of_rows(a.data(), N, V, g);
-  }
-  return spectrum_from_gram_eigenvalues(symmetric_eigenvalues(std::move(g), n), N, V);
+  if (N <= V)  // a row-major [N,V] is Aᵀ column-major: tall V x N
+    return spectrum_from_singular_values(singular_values_tall(a, V, N), N, V);
+  std::vector<double> col(a.size());  // A column-major: tall N x V
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < V; ++j) col[j * N + i] = a[i * V + j];
+  return spectrum_from_singular_values(singular_values_tall(std::move(col), N, V), N, V);
 }
 
 }  // namespace mg

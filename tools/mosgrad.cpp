@@ -195,14 +195,14 @@ int cmd_rank(const ModelCommandOptions& o) {
       static_cast<long long>(r.N), static_cast<long long>(r.V),
       static_cast<long long>(r.model.rank), static_cast<long long>(std::min(r.N, r.V)),
       static_cast<long long>(r.d + 2));
-  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*sqrt(max(N,V)*eps)\n",
+  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*max(N,V)*eps\n",
               r.model.sigma.empty() ? 0.0 : r.model.sigma[0], r.model.threshold);
   std::printf("decoder weight [%lld,%lld]: rank %lld\n", static_cast<long long>(r.V),
               static_cast<long long>(r.d), static_cast<long long>(r.decoder.rank));
   if (!std::isnan(r.component_kl))
     std::printf("mean pairwise KL between the MoS components: %.4f nats\n", r.component_kl);
   std::printf(
-      "time %.1fs (contexts %.1fs, log-probs %.1fs, Gram + eigenvalues %.1fs); wrote "
+      "time %.1fs (contexts %.1fs, log-probs %.1fs, QR + singular values %.1fs); wrote "
       "%sspectrum.csv, %sspectrum.svg\n",
       seconds, r.seconds_contexts, r.seconds_log_probs, r.seconds_spectrum, dir.c_str(),
       dir.c_str());

@@ -1,0 +1,48 @@
+// Singular values computed from the matrix itself, never from its Gram matrix, so that they are
+// accurate to about ε·σ_max (Golub & Van Loan §8.6): the accuracy the standard numerical-rank
+// tolerance σ_max·max(N,V)·ε assumes. (The Gram AᵀA squares the condition number and resolves
+// only σ above ~sqrt(ε)·σ_max: a MoS model's rank of 822 read as 59 — lm/spectrum.h.)
+//
+// The path, all in double, all Householder reflections (backward stable):
+//   1. a tall m×n matrix (m ≥ n) -> R, its n×n triangular factor (blocked QR: each panel of 32
+//      columns is factored column by column, then applied to the rest as I − V T Vᵀ with two
+//      double GEMMs, tensor/gemm_f64.h); taller than memory allows: TallQR, a block of rows at a
+//      time (R of [R; next rows]).
+//   2. R -> an upper bidiagonal B (Golub–Kahan: alternating left and right reflections).
+//   3. the singular values of B are the non-negative eigenvalues of the 2n×2n symmetric
+//      tridiagonal matrix with zero diagonal and B's entries d₀, e₀, d₁, e₁, … beside it (the
+//      Golub–Kahan form), found by the implicit QL method, whose absolute error is ~ε·‖B‖.
+// Storage is column-major (column j at [j·m]): every reflection then runs along contiguous
+// memory. A row-major [N,V] matrix with N ≤ V is already Aᵀ in this form.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace mg {
+
+// Singular values, descending, of the m×n matrix a (column-major, m ≥ n; overwritten).
+std::vector<double> singular_values_tall(std::vector<double> a, int64_t m, int64_t n);
+
+// The triangular factor of a matrix too tall to hold: rows arrive in blocks (row-major [rows,n]);
+// R is kept (n×n) and each block is folded in as the QR of [R; block].
+class TallQR {
+ public:
+  explicit TallQR(int64_t n);
+  void add_rows(const double* rows, int64_t count);  // row-major [count, n]
+  std::vector<double> singular_values() const;       // of every row added so far, descending
+  int64_t rows_added() const { return rows_; }
+
+ private:
+  int64_t n_, rows_ = 0;
+  std::vector<double> r_;  // column-major n×n, upper triangular
+};
+
+// The steps, for tests: the blocked QR of a (column-major m×n, m ≥ n) in place (R in its upper
+// triangle, the reflectors below, as LAPACK's dgeqrf leaves them), and the singular values of an
+// upper bidiagonal matrix (diagonal d [n], superdiagonal e [n−1]).
+void householder_qr(std::vector<double>& a, int64_t m, int64_t n);
+std::vector<double> bidiagonal_singular_values(const std::vector<double>& d,
+                                               const std::vector<double>& e);
+
+}  // namespace mg

@@ -1,0 +1,120 @@
+// Singular values from the matrix itself (lm/svd.h): matrices built with known singular values
+// (A = U diag(σ) Wᵀ with U, W products of random reflections), across the QR's panel edges and
+// both shapes; a block-by-block TallQR gives what the whole matrix gives; and a matrix whose
+// smallest singular values sit between the Gram's threshold and the standard one is counted at
+// its true rank, where the Gram's eigenvalues could not see them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+
+#include "lm/spectrum.h"
+#include "lm/svd.h"
+#include "tensor/philox.h"
+
+using namespace mg;
+
+namespace {
+
+// Q x for Q a product of `count` random reflections in R^n (orthogonal), applied to each column
+// of the column-major [n, cols] matrix x.
+void random_orthogonal_apply(std::vector<double>& x, int64_t n, int64_t cols, uint64_t seed) {
+  for (int r = 0; r < 6; ++r) {
+    std::vector<double> v(n);
+    double norm = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = philox_uniform(seed, r * n + i) - 0.5;
+      norm += v[i] * v[i];
+    }
+    for (int64_t c = 0; c < cols; ++c) {
+      double dot = 0;
+      for (int64_t i = 0; i < n; ++i) dot += v[i] * x[c * n + i];
+      for (int64_t i = 0; i < n; ++i) x[c * n + i] -= 2 * dot / norm * v[i];
+    }
+  }
+}
+
+// Column-major m x n (m >= n) with singular values sigma (n of them): U diag(σ) Wᵀ.
+std::vector<double> with_singular_values(int64_t m, int64_t n, const std::vector<double>& sigma,
+                                         uint64_t seed) {
+  // Wᵀ rows: start from diag(σ) padded to m x n, apply U on the left (columns), W on the right.
+  std::vector<double> wt(static_cast<size_t>(n * n), 0.0);  // column-major n x n identity
+  for (int64_t i = 0; i < n; ++i) wt[i * n + i] = 1;
+  random_orthogonal_apply(wt, n, n, seed + 1);  // columns of W
+  std::vector<double> a(static_cast<size_t>(m * n), 0.0);
+  for (int64_t j = 0; j < n; ++j)      // column j of diag(σ) Wᵀ: σ_i W[j, i] in row i
+    for (int64_t i = 0; i < n; ++i) a[j * m + i] = sigma[i] * wt[i * n + j];
+  random_orthogonal_apply(a, m, n, seed);
+  return a;
+}
+
+std::vector<double> descending(std::vector<double> s) {
+  std::sort(s.begin(), s.end(), std::greater<double>());
+  return s;
+}
+
+}  // namespace
+
+TEST(Svd, KnownSingularValuesAcrossPanelEdges) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{40, 7}, {100, 32}, {150, 33}, {300, 97}, {64, 64}}) {
+    std::vector<double> sigma(n);
+    for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -8.0 * i / n) * (1 + 0.01 * i);
+    const std::vector<double> got = singular_values_tall(with_singular_values(m, n, sigma, 3), m, n);
+    const std::vector<double> want = descending(sigma);
+    ASSERT_EQ(got.size(), want.size());
+    for (int64_t i = 0; i < n; ++i)
+      EXPECT_NEAR(got[i], want[i], 1e-13 * want[0]) << m << "x" << n << " sigma " << i;
+  }
+}
+
+TEST(Svd, BidiagonalSingularValues) {
+  // [[3, 4], [0, 0]] has singular values 5 and 0; [[1, 1], [0, 1]]: the golden ratio and its inverse.
+  std::vector<double> s = bidiagonal_singular_values({3, 0}, {4});
+  EXPECT_NEAR(s[0], 5, 1e-15);
+  EXPECT_NEAR(s[1], 0, 1e-15);
+  s = bidiagonal_singular_values({1, 1}, {1});
+  EXPECT_NEAR(s[0], (1 + std::sqrt(5.0)) / 2, 1e-15);
+  EXPECT_NEAR(s[1], (std::sqrt(5.0) - 1) / 2, 1e-15);
+}
+
+TEST(Svd, TallQrByBlocksGivesTheWholeMatrixsValues) {
+  const int64_t m = 230, n = 45;
+  std::vector<double> sigma(n);
+  for (int64_t i = 0; i < n; ++i) sigma[i] = 1.0 / (1 + i);
+  const std::vector<double> a = with_singular_values(m, n, sigma, 9);
+  TallQR qr(n);
+  for (int64_t first = 0; first < m; first += 70) {  // blocks of 70, 70, 70, 20 rows
+    const int64_t rows = std::min<int64_t>(70, m - first);
+    std::vector<double> block(static_cast<size_t>(rows * n));  // row-major
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + first + i];
+    qr.add_rows(block.data(), rows);
+  }
+  EXPECT_EQ(qr.rows_added(), m);
+  const std::vector<double> got = qr.singular_values(), want = descending(sigma);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-13) << i;
+}
+
+TEST(Svd, RankBetweenTheGramThresholdAndTheStandardOneIsCounted) {
+  // 60 singular values of ~1 and 20 of 1e-9: above the standard tolerance σ_max·max(N,V)·ε
+  // (~4e-14 here), below what the Gram resolves (σ_max·sqrt(max(N,V)·ε) ~ 2e-7); the rest 0.
+  const int64_t N = 200, V = 120, true_rank = 80;
+  std::vector<double> sigma(V, 0.0);
+  for (int64_t i = 0; i < 60; ++i) sigma[i] = 1 + 0.1 * i;
+  for (int64_t i = 60; i < true_rank; ++i) sigma[i] = 1e-9 * (1 + 0.1 * (i - 60));
+  std::vector<double> col = with_singular_values(N, V, sigma, 21);  // column-major [N, V]
+  std::vector<double> a(static_cast<size_t>(N * V));                 // row-major [N, V]
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t j = 0; j < V; ++j) a[i * V + j] = col[j * N + i];
+  const Spectrum s = singular_values(a, N, V);
+  EXPECT_EQ(s.rank, true_rank);
+  EXPECT_NEAR(s.threshold, s.sigma[0] * N * DBL_EPSILON, 1e-20) << "the standard tolerance";
+  // The Gram's eigenvalues lose the 1e-9 values: the old method's count stops at 60.
+  std::vector<double> g(static_cast<size_t>(V * V), 0.0);
+  gram_accumulate(a.data(), N, V, g);
+  EXPECT_EQ(spectrum_from_gram_eigenvalues(symmetric_eigenvalues(g, V), N, V).rank, 60);
+  // The wide orientation (V > N): the same matrix transposed has the same values.
+  const Spectrum t = singular_values(col, V, N);  // col read row-major is Aᵀ [V, N]
+  EXPECT_EQ(t.rank, true_rank);
+}

@@ -52,9 +52,9 @@ std::vector<std::vector<double>> pointer_probabilities(const PointerStream& s, i
   const int64_t n_theta = static_cast<int64_t>(thetas.size());
   std::vector<std::vector<double>> p(thetas.size(), std::vector<double>(N, 0.0));
   for (auto& row : p) row[0] = -1;  // t = 0: nothing cached yet
-  // Each t is computed by one thread in a fixed order: the result is the same for any thread count.
 #pragma omp parallel
   {
+    // Each t is computed by one thread in a fixed order: the same result for any thread count.
     std::vector<double> dots(window);
 #pragma omp for schedule(dynamic, 64)
     for (int64_t t = 1; t < N; ++t) {

@@ -70,15 +70,16 @@ std::string source_commit() {
 
 std::string cpu_description() {
   std::string model = "unknown CPU";
-  std::istringstream info(fs::exists("/proc/cpuinfo") ? read_file("/proc/cpuinfo", "cpu info") : "");
+  std::istringstream info(fs::exists("/proc/cpuinfo") ? read_file("/proc/cpuinfo", "cpu info")
+                                                      : "");
   for (std::string line; std::getline(info, line);)
     if (line.rfind("model name", 0) == 0) {
       model = line.substr(line.find(':') + 2);
       break;
     }
   const char* isa = __builtin_cpu_supports("avx512f") ? "AVX-512"
-                    : __builtin_cpu_supports("avx2") ? "AVX2"
-                                                     : "no AVX2";
+                    : __builtin_cpu_supports("avx2")  ? "AVX2"
+                                                      : "no AVX2";
   return model + " (" + isa + (gemm_bf16_kernel_name() ? ", AVX512_BF16" : "") + ")";
 }
 
@@ -184,7 +185,8 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     command = strf("mosgrad dyneval --model %s/best.ckpt --lr %g --lamb %g --max_stat_batches %lld",
                    dir.c_str(), d.lr, d.lamb, static_cast<long long>(d.max_stat_batches));
     rec.add("lr", static_cast<double>(d.lr)).add("lamb", static_cast<double>(d.lamb));
-    rec.add("valid_ppl", dynamic_evaluate(*load_final(dir), c.corpus->train, valid, d).perplexity());
+    rec.add("valid_ppl",
+            dynamic_evaluate(*load_final(dir), c.corpus->train, valid, d).perplexity());
     rec.add("test_ppl", dynamic_evaluate(*load_final(dir), c.corpus->train, test, d).perplexity());
   } else if (stage == "pointer") {
     command = "mosgrad pointer --model " + dir + "/best.ckpt --grid true --window " +
@@ -196,8 +198,11 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     const PointerStream st = pointer_stream(*model, test, 70);
     const PointerScore best =
         pointer_grid(st, c.plan.pointer_window, {g.best.theta}, {g.best.lambda}).best;
-    rec.add("window", c.plan.pointer_window).add("theta", g.best.theta).add("lambda", g.best.lambda);
-    rec.add("model_valid_ppl", std::exp(model_only_loss(sv))).add("valid_ppl", std::exp(g.best.loss));
+    rec.add("window", c.plan.pointer_window)
+        .add("theta", g.best.theta)
+        .add("lambda", g.best.lambda);
+    rec.add("model_valid_ppl", std::exp(model_only_loss(sv)))
+        .add("valid_ppl", std::exp(g.best.loss));
     rec.add("model_test_ppl", std::exp(model_only_loss(st))).add("test_ppl", std::exp(best.loss));
   } else if (stage == "rank") {
     RankOptions o;
@@ -252,9 +257,9 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   c.corpus = &corpus;
   c.commit = source_commit(), c.cpu = cpu_description();
   const GemmPrecisionScope precision(gemm_precision_for(c.precision, "fast", Device::CPU));
-  say("plan " + c.plan.name + ": " + c.plan.description + "; " + std::to_string(c.plan.runs.size()) +
-      " runs into " + c.out + " (" + c.precision + ", " + std::to_string(num_threads()) +
-      " threads, " + c.cpu + ")");
+  say("plan " + c.plan.name + ": " + c.plan.description + "; " +
+      std::to_string(c.plan.runs.size()) + " runs into " + c.out + " (" + c.precision + ", " +
+      std::to_string(num_threads()) + " threads, " + c.cpu + ")");
 
   for (const PlanRun& run : c.plan.runs) {
     if (!options.runs.empty() &&

@@ -23,13 +23,13 @@
 namespace mg {
 
 struct ReproduceOptions {
-  std::string plan;        // --plan (required)
-  std::string out;         // --out (default runs/reproduce-<plan>)
-  std::string data;        // --data (resolve_data_dir)
-  int64_t threads = 0;     // --threads (0: all cores)
-  bool report = false;     // --report: only rewrite results.md and valid_curves.svg
+  std::string plan;               // --plan (required)
+  std::string out;                // --out (default runs/reproduce-<plan>)
+  std::string data;               // --data (resolve_data_dir)
+  int64_t threads = 0;            // --threads (0: all cores)
+  bool report = false;            // --report: only rewrite results.md and valid_curves.svg
   std::vector<std::string> runs;  // --runs: only these of the plan's runs ("mos-s1,...")
-  std::string command;     // the command line, for the lock file
+  std::string command;            // the command line, for the lock file
 };
 
 struct ReproduceSummary {
@@ -43,7 +43,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
                                const std::function<void(const std::string&)>& say);
 
 // The files of DIR.
-std::string results_path(const std::string& out);  // DIR/results.jsonl
+std::string results_path(const std::string& out);                      // DIR/results.jsonl
 void write_report(const std::string& out, const ReproducePlan& plan);  // results.md, the figure
 
 }  // namespace mg

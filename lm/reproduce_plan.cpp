@@ -27,11 +27,10 @@ ReproducePlan quick_plan() {
   ReproducePlan p;
   p.name = "quick";
   p.description = "every head on a 2,000-token PTB slice, a tiny model; checks the pipeline";
-  p.train_flags = {"--preset",       "tiny", "--emsize",          "16",   "--nhid",
-                   "24",             "--nhidlast", "24",            "--n_experts", "2",
-                   "--epochs",       "2",    "--max_train_tokens", "2000", "--max_eval_tokens",
-                   "300",            "--bptt", "10",                "--batch_size", "10",
-                   "--log_interval", "1000"};
+  p.train_flags = {"--preset",           "tiny", "--emsize",          "16",  "--nhid",   "24",
+                   "--nhidlast",         "24",   "--n_experts",       "2",   "--epochs", "2",
+                   "--max_train_tokens", "2000", "--max_eval_tokens", "300", "--bptt",   "10",
+                   "--batch_size",       "10",   "--log_interval",    "1000"};
   p.runs = {{"softmax", 1}, {"mos", 1}, {"mos", 2}, {"sigsoftmax", 1}, {"mosig", 1}, {"moc", 1}};
   p.stages = reproduce_stage_names();
   p.finetune_epochs = 2;
@@ -54,13 +53,13 @@ ReproducePlan afternoon_plan() {
   p.description =
       "E = d = 64, LSTM [256, 256], K = 5, 12 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
       "the others";
-  p.train_flags = {"--preset",  "small-mos", "--emsize",   "64",  "--nhid",     "256",
-                   "--nhidlast", "256",      "--n_experts", "5",  "--dropout",  "0.3",
-                   "--dropouth", "0.2",      "--dropouti", "0.1", "--dropoute", "0.05",
-                   "--wdrop",    "0.3",      "--dropoutl", "0.2", "--epochs",   "12",
+  p.train_flags = {"--preset",   "small-mos", "--emsize",    "64",  "--nhid",     "256",
+                   "--nhidlast", "256",       "--n_experts", "5",   "--dropout",  "0.3",
+                   "--dropouth", "0.2",       "--dropouti",  "0.1", "--dropoute", "0.05",
+                   "--wdrop",    "0.3",       "--dropoutl",  "0.2", "--epochs",   "12",
                    "--nonmono",  "3"};
-  p.runs = {{"mos", 1},   {"softmax", 1},    {"moc", 1},     {"mosig", 1}, {"sigsoftmax", 1},
-            {"mos", 2},   {"softmax", 2},    {"mos", 3},     {"softmax", 3}};
+  p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},  {"sigsoftmax", 1},
+            {"mos", 2}, {"softmax", 2}, {"mos", 3}, {"softmax", 3}};
   p.stages = reproduce_stage_names();
   p.finetune_epochs = 8;
   p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();

@@ -66,7 +66,8 @@ std::vector<double> StageRecord::numbers(const std::string& key) const {
   std::vector<double> out;
   const JsonValue* v = json.find(key);
   if (v && v->kind == JsonValue::Array)
-    for (const JsonValue& x : v->items) out.push_back(x.kind == JsonValue::Number ? x.number : kNaN);
+    for (const JsonValue& x : v->items)
+      out.push_back(x.kind == JsonValue::Number ? x.number : kNaN);
   return out;
 }
 
@@ -113,7 +114,8 @@ namespace {
 std::vector<std::pair<std::string, std::vector<std::string>>> heads_of(const ReproducePlan& plan) {
   std::vector<std::pair<std::string, std::vector<std::string>>> heads;
   for (const PlanRun& r : plan.runs) {
-    auto it = std::find_if(heads.begin(), heads.end(), [&](const auto& h) { return h.first == r.head; });
+    auto it =
+        std::find_if(heads.begin(), heads.end(), [&](const auto& h) { return h.first == r.head; });
     if (it == heads.end()) heads.push_back({r.head, {}}), it = heads.end() - 1;
     it->second.push_back(r.name());
   }
@@ -159,9 +161,13 @@ double best_by(const std::vector<StageRecord>& records, const std::string& run, 
 std::string results_markdown(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
   const auto heads = heads_of(plan);
   std::string md = "## Plan `" + plan.name + "`: " + plan.description + "\n\n";
-  md += "Perplexities: mean ± standard deviation over the seeds (n = how many). Valid at B=10, test at B=1.\n\n";
-  md += "| head | valid | test | finetuned valid | finetuned test | dyneval valid | dyneval test "
-        "| pointer valid | pointer test | rank [bound d+2] |\n|---|---|---|---|---|---|---|---|---|---|\n";
+  md +=
+      "Perplexities: mean ± standard deviation over the seeds (n = how many). Valid at B=10, test "
+      "at B=1.\n\n";
+  md +=
+      "| head | valid | test | finetuned valid | finetuned test | dyneval valid | dyneval test "
+      "| pointer valid | pointer test | rank [bound d+2] "
+      "|\n|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& [head, runs] : heads) {
     auto col = [&, &runs = runs](const std::string& stage, const std::string& key, int digits = 2) {
       std::vector<double> v;
@@ -180,8 +186,9 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
           col("pointer", "valid_ppl") + " | " + col("pointer", "test_ppl") + " | " +
           col("rank", "rank", 0) + (std::isfinite(bound) ? strf(" [%.0f]", bound) : "") + " |\n";
   }
-  md += "\nAt equal wall-clock: the best validation perplexity reached within each budget of "
-        "training time.\n\n| head | 15 min | 60 min | 180 min |\n|---|---|---|---|\n";
+  md +=
+      "\nAt equal wall-clock: the best validation perplexity reached within each budget of "
+      "training time.\n\n| head | 15 min | 60 min | 180 min |\n|---|---|---|---|\n";
   for (const auto& [head, runs] : heads) {
     md += "| " + head;
     for (double minutes : {15.0, 60.0, 180.0}) {
@@ -191,9 +198,11 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
     }
     md += " |\n";
   }
-  md += "\nEvery run (— : not run yet):\n\n| run | epochs | train min | valid | test | finetuned test "
-        "| dyneval test | pointer test (θ, λ) | rank | precision | commit |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  md +=
+      "\nEvery run (— : not run yet):\n\n| run | epochs | train min | valid | test | finetuned "
+      "test "
+      "| dyneval test | pointer test (θ, λ) | rank | precision | commit |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const PlanRun& pr : plan.runs) {
     const std::string run = pr.name();
     const StageRecord* train = find_record(records, run, "train");
@@ -216,7 +225,8 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
 std::string results_figure_svg(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
   static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
   LogPlot p;
-  p.title = "plan " + plan.name + ": validation perplexity per epoch (mean of seeds, band: min-max)";
+  p.title =
+      "plan " + plan.name + ": validation perplexity per epoch (mean of seeds, band: min-max)";
   p.x_label = "epoch", p.y_label = "valid ppl";
   size_t c = 0;
   for (const auto& [head, runs] : heads_of(plan)) {
@@ -228,14 +238,18 @@ std::string results_figure_svg(const std::vector<StageRecord>& records, const Re
     if (curves.empty()) continue;
     size_t epochs = 0;
     for (const auto& cv : curves) epochs = std::max(epochs, cv.size());
-    PlotSeries mean{head, head + strf(" (%zu seed%s)", curves.size(), curves.size() > 1 ? "s" : ""),
-                    color, true, {}};
+    PlotSeries mean{head,
+                    head + strf(" (%zu seed%s)", curves.size(), curves.size() > 1 ? "s" : ""),
+                    color,
+                    true,
+                    {}};
     PlotSeries low{head + "-min", "", color, false, {}}, high{head + "-max", "", color, false, {}};
     for (size_t e = 0; e < epochs; ++e) {
       double sum = 0, lo = INFINITY, hi = -INFINITY;
       size_t n = 0;
       for (const auto& cv : curves)
-        if (e < cv.size() && std::isfinite(cv[e])) sum += cv[e], ++n, lo = std::min(lo, cv[e]), hi = std::max(hi, cv[e]);
+        if (e < cv.size() && std::isfinite(cv[e]))
+          sum += cv[e], ++n, lo = std::min(lo, cv[e]), hi = std::max(hi, cv[e]);
       if (n == 0) continue;
       const double x = static_cast<double>(e + 1);
       mean.points.push_back({x, sum / n});

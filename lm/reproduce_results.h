@@ -34,8 +34,8 @@ class JsonLine {
 
 struct StageRecord {
   JsonValue json;  // an object with at least "plan", "run", "head", "seed", "stage"
-  std::string text(const std::string& key) const;      // "" when absent
-  double number(const std::string& key) const;         // NaN when absent or null
+  std::string text(const std::string& key) const;             // "" when absent
+  double number(const std::string& key) const;                // NaN when absent or null
   std::vector<double> numbers(const std::string& key) const;  // empty when absent
 };
 

@@ -17,11 +17,19 @@ namespace {
 constexpr int64_t kPanel = 32;  // columns per QR panel
 
 #ifdef _OPENMP
-int team_size() { return omp_get_num_threads(); }
-int team_index() { return omp_get_thread_num(); }
+int team_size() {
+  return omp_get_num_threads();
+}
+int team_index() {
+  return omp_get_thread_num();
+}
 #else
-int team_size() { return 1; }
-int team_index() { return 0; }
+int team_size() {
+  return 1;
+}
+int team_index() {
+  return 0;
+}
 #endif
 
 // The reflector H = I − τ v vᵀ (v₀ = 1) that maps x [len] onto its first axis (LAPACK's dlarfg):
@@ -150,9 +158,9 @@ void bidiagonalise(std::vector<double>& a, int64_t n, std::vector<double>& d,
 
 void householder_qr(std::vector<double>& a, int64_t m, int64_t n) {
   if (m < n || static_cast<int64_t>(a.size()) != m * n)
-    throw std::invalid_argument("householder_qr: need a column-major m x n matrix with m >= n, got " +
-                                std::to_string(a.size()) + " values for " + std::to_string(m) +
-                                " x " + std::to_string(n));
+    throw std::invalid_argument(
+        "householder_qr: need a column-major m x n matrix with m >= n, got " +
+        std::to_string(a.size()) + " values for " + std::to_string(m) + " x " + std::to_string(n));
   for (int64_t k = 0; k < n; k += kPanel) qr_panel(a.data(), m, n, k);
 }
 

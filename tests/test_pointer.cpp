@@ -31,8 +31,7 @@ std::shared_ptr<RNNModel> tiny_model(HeadKind head, float scale = 1) {
 
 std::vector<int64_t> token_stream(int64_t n, uint64_t seed) {
   std::vector<int64_t> ids(n);
-  for (int64_t i = 0; i < n; ++i)
-    ids[i] = static_cast<int64_t>(philox_uniform(seed, i) * kV) % kV;
+  for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(philox_uniform(seed, i) * kV) % kV;
   return ids;
 }
 
@@ -93,8 +92,8 @@ TEST(Pointer, MatchesTheDirectFormulaOneWordAtATime) {
         for (double lambda : {0.0, 0.1, 0.6}) {
           const double ref = reference_pointer_loss(*model, ids, window, thetas[a], lambda);
           EXPECT_NEAR(pointer_mixture_loss(s, p[a], lambda), ref, 1e-6 * std::fabs(ref))
-              << "head " << static_cast<int>(head) << " window " << window << " theta "
-              << thetas[a] << " lambda " << lambda;
+              << "head " << static_cast<int>(head) << " window " << window << " theta " << thetas[a]
+              << " lambda " << lambda;
         }
     }
     EXPECT_NEAR(model_only_loss(s), reference_pointer_loss(*model, ids, 5, 1.0, 0.0), 1e-6);

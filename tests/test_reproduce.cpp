@@ -172,8 +172,13 @@ TEST(Reproduce, ResultsFileRoundTripsAndTablesSummariseSeeds) {
   fs::create_directories(out);
   auto line = [](const std::string& run, const std::string& head, double valid, double test) {
     return JsonLine()
-        .add("plan", "quick").add("run", run).add("head", head).add("seed", int64_t{1})
-        .add("stage", "train").add("valid_ppl", valid).add("test_ppl", test)
+        .add("plan", "quick")
+        .add("run", run)
+        .add("head", head)
+        .add("seed", int64_t{1})
+        .add("stage", "train")
+        .add("valid_ppl", valid)
+        .add("test_ppl", test)
         .add("epoch_valid_ppl", std::vector<double>{valid + 10, valid})
         .add("epoch_elapsed_s", std::vector<double>{600, 1200})
         .str();

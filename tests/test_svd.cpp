@@ -43,7 +43,7 @@ std::vector<double> with_singular_values(int64_t m, int64_t n, const std::vector
   for (int64_t i = 0; i < n; ++i) wt[i * n + i] = 1;
   random_orthogonal_apply(wt, n, n, seed + 1);  // columns of W
   std::vector<double> a(static_cast<size_t>(m * n), 0.0);
-  for (int64_t j = 0; j < n; ++j)      // column j of diag(σ) Wᵀ: σ_i W[j, i] in row i
+  for (int64_t j = 0; j < n; ++j)  // column j of diag(σ) Wᵀ: σ_i W[j, i] in row i
     for (int64_t i = 0; i < n; ++i) a[j * m + i] = sigma[i] * wt[i * n + j];
   random_orthogonal_apply(a, m, n, seed);
   return a;
@@ -57,10 +57,12 @@ std::vector<double> descending(std::vector<double> s) {
 }  // namespace
 
 TEST(Svd, KnownSingularValuesAcrossPanelEdges) {
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{40, 7}, {100, 32}, {150, 33}, {300, 97}, {64, 64}}) {
+  for (auto [m, n] :
+       {std::pair<int64_t, int64_t>{40, 7}, {100, 32}, {150, 33}, {300, 97}, {64, 64}}) {
     std::vector<double> sigma(n);
     for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -8.0 * i / n) * (1 + 0.01 * i);
-    const std::vector<double> got = singular_values_tall(with_singular_values(m, n, sigma, 3), m, n);
+    const std::vector<double> got =
+        singular_values_tall(with_singular_values(m, n, sigma, 3), m, n);
     const std::vector<double> want = descending(sigma);
     ASSERT_EQ(got.size(), want.size());
     for (int64_t i = 0; i < n; ++i)
@@ -69,7 +71,8 @@ TEST(Svd, KnownSingularValuesAcrossPanelEdges) {
 }
 
 TEST(Svd, BidiagonalSingularValues) {
-  // [[3, 4], [0, 0]] has singular values 5 and 0; [[1, 1], [0, 1]]: the golden ratio and its inverse.
+  // [[3, 4], [0, 0]] has singular values 5 and 0; [[1, 1], [0, 1]]: the golden ratio and its
+  // inverse.
   std::vector<double> s = bidiagonal_singular_values({3, 0}, {4});
   EXPECT_NEAR(s[0], 5, 1e-15);
   EXPECT_NEAR(s[1], 0, 1e-15);
@@ -104,7 +107,7 @@ TEST(Svd, RankBetweenTheGramThresholdAndTheStandardOneIsCounted) {
   for (int64_t i = 0; i < 60; ++i) sigma[i] = 1 + 0.1 * i;
   for (int64_t i = 60; i < true_rank; ++i) sigma[i] = 1e-9 * (1 + 0.1 * (i - 60));
   std::vector<double> col = with_singular_values(N, V, sigma, 21);  // column-major [N, V]
-  std::vector<double> a(static_cast<size_t>(N * V));                 // row-major [N, V]
+  std::vector<double> a(static_cast<size_t>(N * V));                // row-major [N, V]
   for (int64_t i = 0; i < N; ++i)
     for (int64_t j = 0; j < V; ++j) a[i * V + j] = col[j * N + i];
   const Spectrum s = singular_values(a, N, V);

@@ -5,6 +5,8 @@
 
 #include <cmath>
 
+#include "autograd/node.h"
+#include "lm/batching.h"
 #include "lm/rank.h"
 #include "tensor/parallel.h"
 #include "tests/test_util.h"
@@ -91,4 +93,32 @@ TEST(Rank, OutputsAndRefusals) {
   EXPECT_HAS(svg, "class=\"log-probs\"");
   EXPECT_HAS(svg, "class=\"decoder\"");
   EXPECT_HAS(svg, "rank " + std::to_string(r.model.rank));
+}
+
+// N > 2V: the contexts are folded in by blocks of 2V (TallQR); the singular values must be those of
+// the whole matrix, which here is small enough to build directly from the model's own
+// log-probabilities (singular values do not depend on the order of the rows).
+TEST(Rank, BlockedContextsGiveTheWholeMatrixsSpectrum) {
+  const std::vector<int64_t> ids = token_stream(4 * 70);  // B=4: 69 * 4 = 276 targets > 2V = 120
+  RankOptions o;
+  o.batch_size = 4, o.bptt = 9;
+  auto model = small_model(HeadKind::MoS);
+  const RankReport r = model_rank(*model, ids, o);
+  ASSERT_EQ(r.N, 276);
+  model->eval();
+  NoGradGuard no_grad;
+  const Batched data = batchify(ids, 4);
+  Hidden hidden = model->init_hidden(4);
+  std::vector<double> a;
+  for (int64_t i = 0; i < data.rows - 1;) {
+    const Batch b = get_batch(data, i, 9);
+    const ModelOutput out = model->forward(b.input, b.seq_len, b.batch, hidden);
+    const std::vector<float> lp = out.log_prob.to_vector();
+    a.insert(a.end(), lp.begin(), lp.end());
+    hidden = out.hidden, i += b.seq_len;
+  }
+  const Spectrum whole = singular_values(a, 276, kV);
+  ASSERT_EQ(r.model.sigma.size(), whole.sigma.size());
+  for (size_t i = 0; i < whole.sigma.size(); ++i)
+    EXPECT_NEAR(r.model.sigma[i], whole.sigma[i], 1e-4 * whole.sigma[0]) << "sigma " << i;
 }

@@ -11,7 +11,10 @@
 
 #include "io/read_file.h"
 #include "io/run_lock.h"
+#include "lm/batching.h"
 #include "lm/corpus.h"
+#include "lm/evaluate.h"
+#include "lm/model_io.h"
 #include "lm/reproduce.h"
 #include "lm/reproduce_results.h"
 #include "lm/train.h"
@@ -85,6 +88,12 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
           << "the grid includes its best; the model alone is not better than the best λ > 0 here";
     }
   }
+  // The test figures are the final model's at batch size 1 (the papers' convention).
+  const LoadedModel final_model = load_model(out + "/runs/softmax-s1/best.ckpt");
+  const Corpus corpus = load_corpus(data, 1000000);
+  const std::vector<int64_t> test(corpus.test.begin(), corpus.test.begin() + plan.test_tokens);
+  EXPECT_NEAR(find_record(records, "softmax-s1", "finetune")->number("test_ppl"),
+              evaluate(*final_model.model, batchify(test, 1), 70).perplexity(), 1e-6);
   const std::string md = read_file(out + "/results.md", "table");
   for (const char* head : {"| softmax |", "| mos |", "| sigsoftmax |", "| mosig |", "| moc |"})
     EXPECT_NE(md.find(head), std::string::npos) << head;

@@ -1,0 +1,269 @@
+// The recipe around the math, each rule written out by hand on a tiny model and compared with
+// what the library does: dynamic evaluation's update, sampling, variable BPTT, the NT-ASGD switch,
+// exact resume at every epoch end across the switch (and with Adam), and which dropout rate acts
+// where. Each test kills plausible bugs that leave every gradient check green (tools/mutations.txt,
+// the "lm/: the recipe" section).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "autograd/node.h"
+#include "autograd/ops.h"
+#include "io/json.h"
+#include "io/read_file.h"
+#include "lm/batching.h"
+#include "lm/dyneval.h"
+#include "lm/generate.h"
+#include "lm/train.h"
+#include "tensor/philox.h"
+#include "tests/test_trainer_util.h"
+
+using namespace mg;
+
+namespace {
+
+std::shared_ptr<RNNModel> tiny_model(int64_t V, float scale, HeadKind head = HeadKind::MoS) {
+  ModelConfig c;
+  c.ntoken = V, c.emsize = 6, c.nhid = 10, c.nhidlast = 8, c.nlayers = 2, c.n_experts = 2;
+  c.head = head, c.tied = false;
+  c.dropout = c.dropouth = c.dropouti = c.dropoute = c.dropoutl = c.wdrop = 0;
+  auto m = std::make_shared<RNNModel>(c, 5);
+  for (auto& [name, p] : m->named_parameters())
+    for (float *x = p.data(), *end = x + p.numel(); x != end; ++x) *x *= scale;
+  return m;
+}
+
+std::vector<int64_t> stream(int64_t n, int64_t V, uint64_t seed) {
+  std::vector<int64_t> ids(n);
+  for (int64_t i = 0; i < n; ++i) ids[i] = static_cast<int64_t>(philox_uniform(seed, i) * V) % V;
+  return ids;
+}
+
+struct EpochRecord {
+  double val_loss;
+  std::string optimizer;
+  int64_t step;
+};
+
+std::vector<EpochRecord> epochs_of(const std::string& metrics) {
+  std::vector<EpochRecord> out;
+  std::istringstream lines(read_file(metrics, "metrics"));
+  for (std::string line; std::getline(lines, line);) {
+    const JsonValue v = parse_json(line);
+    if (v.find("kind")->str != "epoch" || (v.find("at_stop") && v.find("at_stop")->boolean))
+      continue;
+    out.push_back({v.find("val_loss")->number, v.find("optimizer")->str,
+                   static_cast<int64_t>(v.find("step")->number)});
+  }
+  return out;
+}
+
+}  // namespace
+
+// θ ← θ + λ·decrate ⊙ (θ₀ − θ) − η·∇/(MS + ε), decrate = min(MS / Σ_tensors mean(MS), 1/λ),
+// MS = sqrt(Σ ∇²) over the statistics segments; each evaluated segment is scored, then adapted to,
+// with the hidden state carried (Krause et al. 2018, as in lm/dyneval.h).
+TEST(Dyneval, TheUpdateRuleWrittenOutByHand) {
+  const int64_t V = 12;
+  const std::vector<int64_t> train = stream(60, V, 1), text = stream(23, V, 2);
+  DynevalConfig cfg;
+  cfg.lr = 0.05f, cfg.lamb = 0.5f, cfg.epsilon = 0.01f, cfg.bptt = 4, cfg.stat_batch_size = 3;
+  cfg.max_stat_batches = 3;
+
+  auto hand = tiny_model(V, 3);
+  hand->eval();
+  std::vector<Tensor> params = hand->parameters();
+  std::vector<std::vector<double>> ms(params.size());
+  for (size_t p = 0; p < params.size(); ++p) ms[p].assign(params[p].numel(), 0.0);
+  const Batched tb = batchify(train, cfg.stat_batch_size);
+  Hidden h = hand->init_hidden(tb.batch);
+  int64_t i = 0;
+  for (int s = 0; s < cfg.max_stat_batches; ++s) {
+    const Batch b = get_batch(tb, i, cfg.bptt);
+    hand->zero_grad();
+    ModelOutput out = hand->forward(b.input, b.seq_len, b.batch, detach_hidden(h), &b.target);
+    out.loss.backward();
+    for (size_t p = 0; p < params.size(); ++p)
+      for (int64_t k = 0; k < params[p].numel(); ++k)
+        ms[p][k] += std::pow(static_cast<double>(params[p].grad().data()[k]), 2);
+    h = out.hidden, i += b.seq_len;
+  }
+  double gsum = 0;  // Σ over tensors of each tensor's mean MS
+  for (auto& m : ms) {
+    double mean = 0;
+    for (double& v : m) v = std::sqrt(v), mean += v;
+    gsum += mean / m.size();
+  }
+  std::vector<std::vector<float>> theta0(params.size());
+  for (size_t p = 0; p < params.size(); ++p) theta0[p] = params[p].to_vector();
+  const Batched eb = batchify(text, 1);
+  h = hand->init_hidden(1);
+  double total = 0, weight = 0;
+  for (int64_t j = 0; j < eb.rows - 1;) {
+    const Batch b = get_batch(eb, j, cfg.bptt);
+    hand->zero_grad();
+    ModelOutput out = hand->forward(b.input, b.seq_len, 1, detach_hidden(h), &b.target);
+    out.loss.backward();
+    for (size_t p = 0; p < params.size(); ++p)
+      for (int64_t k = 0; k < params[p].numel(); ++k) {
+        float& w = params[p].data()[k];
+        const double decrate = std::min(ms[p][k] / gsum, 1.0 / cfg.lamb);
+        w += static_cast<float>(cfg.lamb * decrate * (theta0[p][k] - w) -
+                                cfg.lr * params[p].grad().data()[k] / (ms[p][k] + cfg.epsilon));
+      }
+    const double share = static_cast<double>(b.seq_len) / cfg.bptt;
+    total += share * out.loss.item(), weight += share;
+    h = out.hidden, j += b.seq_len;
+  }
+
+  auto lib = tiny_model(V, 3);
+  const EvalResult r = dynamic_evaluate(*lib, train, text, cfg);
+  EXPECT_NEAR(r.loss, total / weight, 1e-5);
+  const std::vector<Tensor> got = lib->parameters();
+  double moved = 0;
+  for (size_t p = 0; p < params.size(); ++p)
+    for (int64_t k = 0; k < params[p].numel(); ++k) {
+      ASSERT_NEAR(got[p].data()[k], params[p].data()[k], 1e-4)
+          << "parameter " << p << "[" << k << "]";
+      moved = std::max(moved, std::fabs(double(params[p].data()[k]) - theta0[p][k]));
+    }
+  EXPECT_GT(moved, 1e-3) << "the test must move the weights to check anything";
+}
+
+// generate: the prompt read in one pass; each word drawn by inverse CDF from p^(1/T) of the
+// distribution after the last word read, with u from the seed's Philox stream; the hidden state
+// carried from word to word.
+TEST(Generate, EachWordIsSampledAsWrittenOut) {
+  const int64_t V = 15;
+  Vocab vocab;
+  for (int64_t w = 0; w < V; ++w) vocab.add(w == 0 ? "<eos>" : "w" + std::to_string(w));
+  auto model = tiny_model(V, 8);
+  GenerateConfig cfg;
+  cfg.words = 25, cfg.temperature = 0.6f, cfg.seed = 4, cfg.prompt = "w3 w7 w1";
+  const std::vector<std::string> got = generate(*model, vocab, cfg);
+
+  model->eval();
+  NoGradGuard no_grad;
+  Generator gen(cfg.seed);
+  ModelOutput out = model->forward({3, 7, 1}, 3, 1, model->init_hidden(1));
+  for (int64_t n = 0; n < cfg.words; ++n) {
+    const Tensor lp = contiguous(out.log_prob);
+    const float* last = lp.data() + (lp.size(0) - 1) * V;  // after the last word read
+    double mx = -INFINITY, total = 0;
+    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(last[v]));
+    std::vector<double> w(V);
+    for (int64_t v = 0; v < V; ++v) total += w[v] = std::exp((last[v] - mx) / cfg.temperature);
+    const double u = philox_uniform(gen.seed, gen.advance(1)) * total;
+    int64_t next = V - 1;
+    double acc = 0;
+    for (int64_t v = 0; v < V; ++v)
+      if ((acc += w[v]) > u) {
+        next = v;
+        break;
+      }
+    ASSERT_EQ(got.at(n), vocab.word(next)) << "word " << n;
+    out = model->forward({next}, 1, 1, out.hidden);
+  }
+}
+
+// AWD-LSTM's variable BPTT: with probability 0.95 around bptt, else around bptt/2 (not rounded),
+// normal with σ 5, rounded, at least 5, at most bptt + delta.
+TEST(Schedule, VariableBpttFollowsTheRuleWrittenOut) {
+  for (int64_t bptt : {35, 36, 9}) {
+    Generator lib(77), hand(77);
+    for (int n = 0; n < 3000; ++n) {
+      const int64_t got = bptt_length(bptt, lib, 40);
+      const uint64_t first = hand.advance(3);
+      const double base = philox_uniform(hand.seed, first) < 0.95 ? bptt : bptt / 2.0;
+      const int64_t len = std::llround(base + 5.0 * philox_normal(hand.seed, first + 1));
+      ASSERT_EQ(got, std::min<int64_t>(std::max<int64_t>(5, len), bptt + 40)) << bptt << " " << n;
+    }
+  }
+}
+
+// A run stopped at every epoch end (and a few steps after each), resumed each time, gives the
+// uninterrupted run's losses and validations bit for bit, across the NT-ASGD switch; and the
+// switch itself follows the rule: after epoch e, switch when val_e > min(val_1 .. val_{e−k−1}).
+TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
+  const std::string dir = resolve_data_dir("");
+  const bool ptb = std::ifstream(dir + "/ptb.train.txt").good();
+  const Corpus corpus = load_corpus(ptb ? dir : mgtest::write_synthetic_corpus("asgd_resume"));
+  for (const std::string optimizer : {"sgd", "adam"}) {
+    TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("asgd_" + optimizer));
+    cfg.max_train_tokens = 1500, cfg.max_eval_tokens = 400, cfg.epochs = 7, cfg.nonmono = 1;
+    cfg.optimizer = optimizer, cfg.lr = optimizer == "adam" ? 0.01f : 30;
+    TrainResult full;
+    const std::vector<double> expected = mgtest::run_collecting(cfg, corpus, &full);
+    const std::vector<EpochRecord> epochs = epochs_of(cfg.save + "/metrics.jsonl");
+    ASSERT_EQ(epochs.size(), 7u) << optimizer << ": training runs to the epoch cap";
+    EXPECT_EQ(full.epochs_done, 7);
+    if (optimizer == "sgd") {
+      int switches = 0, kept = 0;
+      std::vector<double> history;
+      for (size_t e = 0; e + 1 < epochs.size(); ++e) {
+        const bool non_monotone =
+            history.size() > 1 &&
+            epochs[e].val_loss > *std::min_element(history.begin(), history.end() - 1);
+        history.push_back(epochs[e].val_loss);
+        if (epochs[e].optimizer != "sgd") continue;
+        EXPECT_EQ(epochs[e + 1].optimizer, non_monotone ? "asgd" : "sgd")
+            << "after epoch " << e + 1;
+        (non_monotone ? switches : kept) += history.size() > 2;
+      }
+      ASSERT_EQ(switches, 1) << "the run must switch to ASGD after epoch 2 to test the rule";
+      ASSERT_GE(kept, 1) << "and stay on SGD through an epoch that could have switched";
+    }
+    TrainConfig part = cfg;
+    part.save = mgtest::temp_dir("asgd_parts_" + optimizer);
+    std::vector<int64_t> stops;
+    for (const EpochRecord& e : epochs) stops.insert(stops.end(), {e.step, e.step + 3});
+    stops.back() = 0;  // the last piece runs to the end
+    std::vector<double> got;
+    for (int64_t stop : stops) {
+      part.max_steps = stop;
+      const std::vector<double> piece = mgtest::run_collecting(part, corpus);
+      got.insert(got.end(), piece.begin(), piece.end());
+      part.resume = true;
+    }
+    ASSERT_EQ(got.size(), expected.size()) << optimizer;
+    for (size_t i = 0; i < expected.size(); ++i)
+      ASSERT_EQ(got[i], expected[i]) << optimizer << ": loss of step " << i + 1;
+    const std::vector<EpochRecord> resumed = epochs_of(part.save + "/metrics.jsonl");
+    ASSERT_EQ(resumed.size(), epochs.size());
+    for (size_t e = 0; e < epochs.size(); ++e) {
+      EXPECT_EQ(resumed[e].val_loss, epochs[e].val_loss) << optimizer << ": epoch " << e + 1;
+      EXPECT_EQ(resumed[e].optimizer, epochs[e].optimizer) << optimizer << ": epoch " << e + 1;
+    }
+  }
+}
+
+// Each dropout rate acts where its flag says: --dropout on the last layer's output only, --dropouth
+// between layers only (locked: one mask per sequence, the same at every time step).
+TEST(Wiring, EachDropoutRateActsWhereItsFlagSays) {
+  const int64_t V = 20, T = 6, B = 30;
+  const std::vector<int64_t> ids = stream(T * B, V, 3);
+  auto zeros = [](const Tensor& t) {  // the fraction of exact zeros
+    const Tensor c = contiguous(t);
+    int64_t z = 0;
+    for (int64_t k = 0; k < c.numel(); ++k) z += c.data()[k] == 0.0f;
+    return static_cast<double>(z) / c.numel();
+  };
+  for (const std::string flag : {"dropout", "dropouth"}) {
+    ModelConfig c = tiny_model(V, 1)->config;
+    (flag == "dropout" ? c.dropout : c.dropouth) = 0.5f;
+    RNNModel m(c, 9);
+    m.train();
+    const ModelOutput out = m.forward(ids, T, B, m.init_hidden(B));
+    const double between = zeros(out.dropped_outputs[0]), last = zeros(out.dropped_outputs[1]);
+    if (flag == "dropout") {
+      EXPECT_NEAR(last, 0.5, 0.1) << "--dropout drops the last layer's output";
+      EXPECT_EQ(between, 0.0) << "--dropout leaves the layers' connection alone";
+    } else {
+      EXPECT_NEAR(between, 0.5, 0.1) << "--dropouth drops between layers";
+      EXPECT_EQ(last, 0.0) << "--dropouth leaves the last layer's output alone";
+    }
+  }
+}

@@ -252,7 +252,16 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   gemm_precision_for(c.precision, "fast", Device::CPU);  // a CPU without bf16: refused now
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   fs::create_directories(c.out + "/runs");
-  const RunLock lock(c.out, options.command.empty() ? "mosgrad reproduce" : options.command);
+  std::unique_ptr<RunLock> lock;
+  try {
+    lock = std::make_unique<RunLock>(
+        c.out, options.command.empty() ? "mosgrad reproduce" : options.command);
+  } catch (const std::runtime_error& e) {  // RunLock speaks of train's --save; here it is --out
+    std::string what = e.what();
+    const size_t at = what.rfind("--save");
+    if (at != std::string::npos) what.replace(at, 6, "--out");
+    throw std::runtime_error(what);
+  }
   const Corpus corpus = load_corpus(c.data_dir, 1000000);
   c.corpus = &corpus;
   c.commit = source_commit(), c.cpu = cpu_description();

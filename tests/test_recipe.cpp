@@ -141,31 +141,35 @@ TEST(Generate, EachWordIsSampledAsWrittenOut) {
   Vocab vocab;
   for (int64_t w = 0; w < V; ++w) vocab.add(w == 0 ? "<eos>" : "w" + std::to_string(w));
   auto model = tiny_model(V, 8);
-  GenerateConfig cfg;
-  cfg.words = 25, cfg.temperature = 0.6f, cfg.seed = 4, cfg.prompt = "w3 w7 w1";
-  const std::vector<std::string> got = generate(*model, vocab, cfg);
+  // Several seeds: the first word of each must come from the distribution after the prompt's last
+  // word (one seed alone could draw the same word from another row).
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    GenerateConfig cfg;
+    cfg.words = 25, cfg.temperature = 0.6f, cfg.seed = seed, cfg.prompt = "w3 w7 w1 w12";
+    const std::vector<std::string> got = generate(*model, vocab, cfg);
 
-  model->eval();
-  NoGradGuard no_grad;
-  Generator gen(cfg.seed);
-  ModelOutput out = model->forward({3, 7, 1}, 3, 1, model->init_hidden(1));
-  for (int64_t n = 0; n < cfg.words; ++n) {
-    const Tensor lp = contiguous(out.log_prob);
-    const float* last = lp.data() + (lp.size(0) - 1) * V;  // after the last word read
-    double mx = -INFINITY, total = 0;
-    for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(last[v]));
-    std::vector<double> w(V);
-    for (int64_t v = 0; v < V; ++v) total += w[v] = std::exp((last[v] - mx) / cfg.temperature);
-    const double u = philox_uniform(gen.seed, gen.advance(1)) * total;
-    int64_t next = V - 1;
-    double acc = 0;
-    for (int64_t v = 0; v < V; ++v)
-      if ((acc += w[v]) > u) {
-        next = v;
-        break;
-      }
-    ASSERT_EQ(got.at(n), vocab.word(next)) << "word " << n;
-    out = model->forward({next}, 1, 1, out.hidden);
+    model->eval();
+    NoGradGuard no_grad;
+    Generator gen(cfg.seed);
+    ModelOutput out = model->forward({3, 7, 1, 12}, 4, 1, model->init_hidden(1));
+    for (int64_t n = 0; n < cfg.words; ++n) {
+      const Tensor lp = contiguous(out.log_prob);
+      const float* last = lp.data() + (lp.size(0) - 1) * V;  // after the last word read
+      double mx = -INFINITY, total = 0;
+      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(last[v]));
+      std::vector<double> w(V);
+      for (int64_t v = 0; v < V; ++v) total += w[v] = std::exp((last[v] - mx) / cfg.temperature);
+      const double u = philox_uniform(gen.seed, gen.advance(1)) * total;
+      int64_t next = V - 1;
+      double acc = 0;
+      for (int64_t v = 0; v < V; ++v)
+        if ((acc += w[v]) > u) {
+          next = v;
+          break;
+        }
+      ASSERT_EQ(got.at(n), vocab.word(next)) << "seed " << seed << ", word " << n;
+      out = model->forward({next}, 1, 1, out.hidden);
+    }
   }
 }
 

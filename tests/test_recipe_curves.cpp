@@ -4,9 +4,11 @@
 // makes training worse — a dropout wired to the wrong place, a schedule off by one, a regulariser
 // dropped — moves these numbers while every unit test of the math stays green.
 //
-// The tolerance (2e-3 nats on 25-step means) is far above rounding across CPUs and builds (the
-// GEMM kernels differ between AVX-512, AVX2 and the sanitizer build's scalar loop: ~1e-5 here)
-// and below what a recipe bug does in 200 steps. To re-record after an intended change:
+// The tolerance (2e-3 nats on 25-step means) is far above rounding across builds at this learning
+// rate (the release build's AVX2 kernels and the sanitizer build's scalar loops agree to 1e-6) and
+// below what a recipe bug does in 200 steps. At the presets' lr = 20 the same 200 steps are chaotic
+// enough that those builds part by up to 0.2 nats, so the test trains at lr = 1. To re-record after
+// an intended change:
 //   MOSGRAD_RECORD_CURVES=1 build/release/run_tests --gtest_filter='RecipeCurves.*'
 // prints the new tables; say in the commit why the curves moved.
 #include <gtest/gtest.h>
@@ -40,7 +42,7 @@ Curve run_head(const Corpus& corpus, const std::string& head) {
   m.wdrop = 0.5f;
   cfg.batch_size = 4, cfg.bptt = 12, cfg.max_steps = kSteps, cfg.nonmono = 1;
   cfg.max_train_tokens = 4000, cfg.max_eval_tokens = 400, cfg.log_interval = 1000;
-  cfg.test_at_end = false, cfg.seed = 3;
+  cfg.test_at_end = false, cfg.seed = 3, cfg.lr = 1;
   cfg.save = mgtest::temp_dir("curve_" + head);
   TrainResult result;
   const std::vector<double> losses = mgtest::run_collecting(cfg, corpus, &result);
@@ -54,24 +56,24 @@ Curve run_head(const Corpus& corpus, const std::string& head) {
   return c;
 }
 
-// Recorded on 2026-11-25 (AMD EPYC, AVX2 kernels) with the command above.
+// Recorded on 2026-11-25 (AMD EPYC, AVX2 kernels; the ASan build gives the same to 1e-6).
 const std::map<std::string, Curve>& recorded() {
   static const std::map<std::string, Curve> curves = {
-      {"softmax",
-       {{7.819077, 6.927253, 6.868924, 6.809824, 6.418970, 6.450812, 6.617513, 6.306441},
-        7.224516}},
-      {"mos",
-       {{7.778714, 7.255978, 7.434176, 7.252042, 6.826172, 6.897002, 7.208525, 6.953566},
-        7.520001}},
-      {"sigsoftmax",
-       {{7.598802, 6.750843, 6.763242, 6.654998, 6.260466, 6.304824, 6.464591, 6.186589},
-        7.202037}},
-      {"mosig",
-       {{7.561670, 7.092315, 7.182602, 7.064073, 6.704396, 6.800430, 6.945715, 6.706395},
-        7.577767}},
       {"moc",
-       {{7.908507, 7.309762, 7.301391, 7.091239, 6.645738, 6.785212, 6.891010, 6.800455},
-        7.375415}},
+       {{9.074446, 8.550739, 7.736742, 7.598305, 7.234536, 7.039267, 7.147877, 6.930664},
+        7.298948}},
+      {"mos",
+       {{9.074322, 8.541735, 7.724586, 7.598374, 7.236787, 7.050406, 7.157790, 6.946580},
+        7.307768}},
+      {"mosig",
+       {{8.970405, 8.241174, 7.521052, 7.441922, 7.056657, 6.890625, 7.006103, 6.760917},
+        7.248372}},
+      {"sigsoftmax",
+       {{8.990258, 8.468132, 7.994990, 7.825464, 7.458893, 7.306028, 7.397327, 7.223367},
+        7.452692}},
+      {"softmax",
+       {{9.082269, 8.744318, 8.362097, 8.157694, 7.765969, 7.575477, 7.643895, 7.500012},
+        7.623953}},
   };
   return curves;
 }

@@ -9,13 +9,13 @@ namespace mg {
 
 namespace {
 
-// out = f(a, b) over the broadcast shape of a and b.
-// On the GPU the same function runs as the kernel `fn` (cuda/ops_elementwise.cu).
-template <typename F>
-Tensor broadcast_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
-                        const Tensor& b_in, F f) {
+// out = Binary<F>(a, b) (cuda/formulas.h) over the broadcast shape of a and b; on the GPU the
+// kernel of the same F (cuda/ops_elementwise.cu).
+template <CudaBinary F>
+Tensor broadcast_binary(const std::string& op, const Tensor& a_in, const Tensor& b_in) {
   check_same_device(op, {a_in, b_in});
-  if (a_in.is_cuda()) return cuda_map_binary(op, fn, a_in, b_in);
+  if (a_in.is_cuda()) return cuda_map_binary(op, F, a_in, b_in);
+  const Binary<F> f{};
   if (a_in.shape() == b_in.shape()) return map_binary(a_in, b_in, f);
   const Shape out_shape = broadcast_shapes(op, a_in.shape(), b_in.shape());
   const Tensor a = contiguous_data(a_in), b = contiguous_data(b_in);
@@ -45,7 +45,7 @@ Tensor broadcast_binary(const std::string& op, CudaBinary fn, const Tensor& a_in
                      oa += i * sa[d];
                      ob += i * sb[d];
                    }
-                   const F fn = f;
+                   const Binary<F> fn = f;
                    float* orow = o + r * inner;
                    const float* ar = pa + oa;
                    const float* br = pb + ob;
@@ -85,8 +85,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out =
-      broadcast_binary("add", CudaBinary::Add, a, b, [](float x, float y) { return x + y; });
+  Tensor out = broadcast_binary<CudaBinary::Add>("add", a, b);
   const Shape sa = a.shape(), sb = b.shape();
   return record("add", out, {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
@@ -94,8 +93,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out =
-      broadcast_binary("sub", CudaBinary::Sub, a, b, [](float x, float y) { return x - y; });
+  Tensor out = broadcast_binary<CudaBinary::Sub>("sub", a, b);
   const Shape sa = a.shape(), sb = b.shape();
   return record("sub", out, {a, b}, [sa, sb](const Tensor& g) {
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
@@ -103,8 +101,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out =
-      broadcast_binary("mul", CudaBinary::Mul, a, b, [](float x, float y) { return x * y; });
+  Tensor out = broadcast_binary<CudaBinary::Mul>("mul", a, b);
   return record("mul", out, {a, b},
                 [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
                  rb = b.requires_grad()](const Tensor& g) {
@@ -115,8 +112,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out =
-      broadcast_binary("div", CudaBinary::Div, a, b, [](float x, float y) { return x / y; });
+  Tensor out = broadcast_binary<CudaBinary::Div>("div", a, b);
   return record("div", out, {a, b},
                 [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
                  rb = b.requires_grad()](const Tensor& g) {
@@ -128,20 +124,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary_on(
-      CudaUnary::AddScalar, a, [s](float x) { return x + s; }, s);
+  Tensor out = map_unary_on<CudaUnary::AddScalar>(a, s);
   return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor mul_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary_on(
-      CudaUnary::MulScalar, a, [s](float x) { return x * s; }, s);
+  Tensor out = map_unary_on<CudaUnary::MulScalar>(a, s);
   return record("mul_scalar", out, {a},
                 [s](const Tensor& g) { return std::vector<Tensor>{mul_scalar(g, s)}; });
 }
 
 Tensor neg(const Tensor& a) {
-  Tensor out = map_unary_on(CudaUnary::Neg, a, [](float x) { return -x; });
+  Tensor out = map_unary_on<CudaUnary::Neg>(a);
   return record("neg", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 

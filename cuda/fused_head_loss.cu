@@ -12,6 +12,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
+#include "cuda/scalar_math.h"
 
 namespace mg {
 
@@ -22,13 +23,13 @@ constexpr int kMaxGridY = 65535;  // the hardware limit of gridDim.y
 static_assert(kThreads % 32 == 0 && kThreads <= 1024,
               "block_reduce needs whole warps, at most 32 of them");
 
-// The CPU's vsigmoid and vlog_sigmoid (tensor/vec_math.h) with the precise expf/log1pf:
-//   σ(x) = 1 / (1 + e^-x),   log σ(x) = min(x, 0) - log(1 + e^-|x|)   (no overflow, no log 0)
+// σ(x) = 1 / (1 + e^-x) and log σ(x) = min(x, 0) - log(1 + e^-|x|) (no overflow, no log 0): the
+// CPU's vsigmoid and vlog_sigmoid themselves (cuda/scalar_math.h, written once for both devices).
 __device__ __forceinline__ float sigmoid(float x) {
-  return 1.0f / (1.0f + expf(-x));
+  return vsigmoid(x);
 }
 __device__ __forceinline__ float log_sigmoid(float x) {
-  return fminf(x, 0.0f) - log1pf(expf(-fabsf(x)));
+  return vlog_sigmoid(x);
 }
 
 // The score a row is normalised over: s = z (softmax) or s = z + log σ(z) (sigsoftmax).

@@ -1,6 +1,6 @@
-// Elementwise kernels: the GPU side of tensor/kernels.h (map_unary, map_binary), the formulas of
-// autograd/ops_unary.cpp and autograd/ops_binary.cpp, ops_binary.cpp's broadcast_binary and
-// tensor.cpp's strided copy.
+// Elementwise kernels: the GPU side of tensor/kernels.h (map_unary_on, map_binary_on) and of
+// ops_binary.cpp's broadcast_binary, running the formulas of cuda/formulas.h (the very functions
+// the CPU's loops call), and tensor.cpp's strided copy.
 //
 // Every kernel here is one thread per output element (a grid-stride loop, so any n fits in the
 // grid): each output depends on one or two inputs only, so there is nothing to share between
@@ -11,6 +11,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
+#include "cuda/formulas.h"
 
 namespace mg {
 
@@ -29,69 +30,15 @@ unsigned blocks_for(int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-// ---- the scalar formulas, exactly as on the CPU (full-precision expf/logf/log1pf/tanhf) ----
+// ---- the formulas: cuda/formulas.h, the same functions the CPU's loops call ----
 
-// ops_unary.cpp sigmoid_scalar: two branches so exp never overflows.
-__device__ __forceinline__ float sigmoid_scalar(float x) {
-  if (x >= 0) return 1.0f / (1.0f + expf(-x));
-  const float e = expf(x);
-  return e / (1.0f + e);
-}
-
-// y = f(x) for one element; s is the scalar of AddScalar / MulScalar (unused otherwise).
 template <CudaUnary F>
 __device__ __forceinline__ float apply_unary(float v, float s) {
-  switch (F) {
-    case CudaUnary::Tanh:
-      return tanhf(v);
-    case CudaUnary::Sigmoid:
-      return sigmoid_scalar(v);
-    // log sigmoid(x) = min(x, 0) - log(1 + exp(-|x|)), the min spelled as std::min(v, 0.0f) is.
-    case CudaUnary::LogSigmoid:
-      return (0.0f < v ? 0.0f : v) - log1pf(expf(-fabsf(v)));
-    case CudaUnary::Exp:
-      return expf(v);
-    case CudaUnary::Log:
-      return logf(v);
-    case CudaUnary::Relu:
-      return v > 0 ? v : 0.0f;
-    case CudaUnary::Square:
-      return v * v;
-    case CudaUnary::AddScalar:
-      return v + s;
-    case CudaUnary::MulScalar:
-      return v * s;
-    case CudaUnary::Neg:
-      return -v;
-  }
-  return 0.0f;
+  return Unary<F>{s}(v);
 }
-
-// out = f(a, b) for one element; the *Grad ops are the backward of ops_unary.cpp with (a, b) = (g,
-// saved).
 template <CudaBinary F>
 __device__ __forceinline__ float apply_binary(float a, float b) {
-  switch (F) {
-    case CudaBinary::Add:
-      return a + b;
-    case CudaBinary::Sub:
-      return a - b;
-    case CudaBinary::Mul:
-      return a * b;
-    case CudaBinary::Div:
-      return a / b;
-    case CudaBinary::TanhGrad:
-      return a * (1 - b * b);  // g (1 - y²)
-    case CudaBinary::SigmoidGrad:
-      return a * b * (1 - b);  // g y (1 - y)
-    case CudaBinary::LogSigmoidGrad:
-      return a * sigmoid_scalar(-b);  // g σ(-x)
-    case CudaBinary::ReluGrad:
-      return b > 0 ? a : 0.0f;  // g [x > 0]
-    case CudaBinary::SquareGrad:
-      return 2 * a * b;  // 2 g x
-  }
-  return 0.0f;
+  return Binary<F>{}(a, b);
 }
 
 // Row-major element i of `shape`'s shape, located in two layouts of that rank: *o0 and *o1 receive

@@ -6,6 +6,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
+#include "cuda/formulas.h"
 #include "cuda/philox_rounds.h"
 
 namespace mg {
@@ -37,7 +38,7 @@ __host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, u
     const uint64_t pos = (block << 2) + static_cast<uint64_t>(w);
     if (pos < first || pos >= end) continue;
     const float u = philox_to_uniform(words[w]);
-    out[pos - first] = u >= p ? keep_scale : 0.0f;
+    out[pos - first] = dropout_mask_entry(u, p, keep_scale);  // cuda/formulas.h
   }
 }
 
@@ -73,9 +74,8 @@ void launch_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, floa
 
 void cuda_dropout_mask(uint64_t seed, uint64_t first, int64_t n, float p, float* mask) {
   if (n <= 0) return;
-  // On the host and in float, exactly as nn/dropout.cpp dropout_mask computes it (the caller checks
-  // p in [0, 1)).
-  const float keep_scale = 1.0f / (1.0f - p);
+  // On the host, with nn/dropout.cpp's function (the caller checks p in [0, 1)).
+  const float keep_scale = dropout_keep_scale(p);
   launch_dropout_mask(seed, first, n, p, keep_scale, mask);
 }
 

@@ -5,11 +5,7 @@
 
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define MG_HOST_DEVICE __host__ __device__
-#else
-#define MG_HOST_DEVICE
-#endif
+#include "cuda/host_device.h"
 
 namespace mg {
 

@@ -2,6 +2,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "cuda/formulas.h"
 #include "nn/embedding.h"
 #include "tensor/kernels.h"
 
@@ -19,7 +20,7 @@ Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) 
     cuda_dropout_mask(gen.seed, first, n, p, mask.data_ptr());
     return mask;
   }
-  const float keep_scale = 1.0f / (1.0f - p);
+  const float keep_scale = dropout_keep_scale(p);  // cuda/formulas.h, as on the GPU
   float* m = mask.data();
   const uint64_t seed = gen.seed;
   // Each chunk draws its own positions [first + b, first + e) of the stream, so the mask does not
@@ -28,7 +29,7 @@ Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) 
     philox_uniforms(seed, first + static_cast<uint64_t>(b), e - b, m + b);
     const float drop_p = p, keep = keep_scale;  // locals: see tensor/kernels.h
     float* mb = m;
-    for (int64_t i = b; i < e; ++i) mb[i] = mb[i] >= drop_p ? keep : 0.0f;
+    for (int64_t i = b; i < e; ++i) mb[i] = dropout_mask_entry(mb[i], drop_p, keep);
   });
   return mask;
 }

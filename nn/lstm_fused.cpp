@@ -18,6 +18,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "cuda/formulas.h"
 #include "nn/lstm.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels.h"
@@ -40,9 +41,10 @@ int team_size(int64_t B, int64_t H) {
 }
 
 // The gate pass of one batch row over n hidden units (Hochreiter & Schmidhuber 1997, with the
-// forget gate of Gers et al. 2000). z points at the row's pre-activations [4H], offset to the first
-// unit, gate block q at z + q*H; they are overwritten with the activations, which is all backward
-// needs. Plain loops over restrict pointers, so that the compiler vectorizes them.
+// forget gate of Gers et al. 2000; the cell's formula, lstm_cell_forward, is cuda/formulas.h's,
+// which the GPU's kernels call too). z points at the row's pre-activations [4H], offset to the
+// first unit, gate block q at z + q*H; they are overwritten with the activations, which is all
+// backward needs. Plain loops over restrict pointers, so that the compiler vectorizes them.
 void gates_forward(int64_t n, int64_t H, float* __restrict z, const float* __restrict bias,
                    const float* __restrict c_prev, float* __restrict c, float* __restrict h) {
   float* __restrict zi = z;
@@ -54,12 +56,11 @@ void gates_forward(int64_t n, int64_t H, float* __restrict z, const float* __res
   const float* __restrict bg = bias + 2 * H;
   const float* __restrict bo = bias + 3 * H;
   for (int64_t j = 0; j < n; ++j) {
-    const float i = vsigmoid(zi[j] + bi[j]), f = vsigmoid(zf[j] + bf[j]);
-    const float g = vtanh(zg[j] + bg[j]), o = vsigmoid(zo[j] + bo[j]);
-    zi[j] = i, zf[j] = f, zg[j] = g, zo[j] = o;
-    const float cv = f * c_prev[j] + i * g;  // c_t = f ⊙ c_{t-1} + i ⊙ g
-    c[j] = cv;
-    h[j] = o * vtanh(cv);  // h_t = o ⊙ tanh(c_t)
+    const LstmCell u =
+        lstm_cell_forward(zi[j] + bi[j], zf[j] + bf[j], zg[j] + bg[j], zo[j] + bo[j], c_prev[j]);
+    zi[j] = u.i, zf[j] = u.f, zg[j] = u.g, zo[j] = u.o;
+    c[j] = u.c;  // c_t = f ⊙ c_{t-1} + i ⊙ g
+    h[j] = u.h;  // h_t = o ⊙ tanh(c_t)
   }
 }
 
@@ -190,15 +191,10 @@ void gates_backward(int64_t n, int64_t H, const float* __restrict act, const flo
   float* __restrict dg = dz + 2 * H;
   float* __restrict d_o = dz + 3 * H;
   for (int64_t j = 0; j < n; ++j) {
-    const float i = ai[j], f = af[j], g = ag[j], o = ao[j];
-    const float tc = vtanh(c[j]);
-    const float dh_t = dy[j] + dh[j];
-    const float dc_t = dc[j] + dh_t * o * (1 - tc * tc);
-    di[j] = dc_t * g * i * (1 - i);  // σ' = σ(1 - σ)
-    df[j] = dc_t * c_prev[j] * f * (1 - f);
-    dg[j] = dc_t * i * (1 - g * g);  // tanh' = 1 - tanh²
-    d_o[j] = dh_t * tc * o * (1 - o);
-    dc[j] = dc_t * f;  // d c_{t-1}
+    const LstmCellGrad d =
+        lstm_cell_backward(ai[j], af[j], ag[j], ao[j], c[j], c_prev[j], dy[j] + dh[j], dc[j]);
+    di[j] = d.di, df[j] = d.df, dg[j] = d.dg, d_o[j] = d.d_o;
+    dc[j] = d.dc_prev;  // d c_{t-1}
   }
 }
 

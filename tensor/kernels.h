@@ -3,6 +3,7 @@
 // one kernel reduce over any dimension. They know nothing of the graph, so they live in tensor/.
 #pragma once
 
+#include "cuda/formulas.h"
 #include "tensor/kernels_cuda.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
@@ -51,16 +52,17 @@ Tensor map_binary(const Tensor& a_in, const Tensor& b_in, F f) {
   return out;
 }
 
-// The two maps on either device: the CPU lambda `f`, or the same function `fn` as a CUDA kernel
-// (cuda/ops_elementwise.cu) when the input lives on the GPU.
-template <typename F>
-Tensor map_unary_on(CudaUnary fn, const Tensor& x, F f, float scalar = 0.0f) {
-  return x.is_cuda() ? cuda_map_unary(fn, x, scalar) : map_unary(x, f);
+// The two maps on either device, for the ops whose formula is written once in cuda/formulas.h:
+// the CPU loop above runs Unary<F> / Binary<F>, the GPU the kernel of the same F
+// (cuda/ops_elementwise.cu), chosen by where the input lives.
+template <CudaUnary F>
+Tensor map_unary_on(const Tensor& x, float scalar = 0.0f) {
+  return x.is_cuda() ? cuda_map_unary(F, x, scalar) : map_unary(x, Unary<F>{scalar});
 }
-template <typename F>
-Tensor map_binary_on(CudaBinary fn, const Tensor& a, const Tensor& b, F f) {
-  if (a.is_cuda() || b.is_cuda()) return cuda_map_binary("map_binary", fn, a, b);
-  return map_binary(a, b, f);
+template <CudaBinary F>
+Tensor map_binary_on(const Tensor& a, const Tensor& b) {
+  if (a.is_cuda() || b.is_cuda()) return cuda_map_binary("map_binary", F, a, b);
+  return map_binary(a, b, Binary<F>{});
 }
 
 // A contiguous tensor seen as [outer, n, inner] around dimension `dim` (n = size of dim): every

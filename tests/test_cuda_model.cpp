@@ -139,7 +139,9 @@ TEST(CudaModel, ResumeOnTheGpuIsExactAndCheckpointsMoveBetweenDevices) {
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) ASSERT_EQ(got[i], expected[i]) << "step " << i + 1;
 
-  // A GPU checkpoint resumed on the CPU continues the same trajectory (to float rounding).
+  // A GPU checkpoint resumed on the CPU continues the same trajectory, to float rounding, which
+  // compounds from step to step: 1e-3 for the first 50 steps after the move, 5e-3 after (on an
+  // H200 in 2026-11 the CPU's vtanh against the GPU's own tanhf had drifted 1.4e-3 by step 274).
   TrainConfig moved = mgtest::small_config(corpus.dir, mgtest::temp_dir("cuda_moved"));
   moved.device = Device::CUDA, moved.max_steps = 7;
   mgtest::run_collecting(moved, corpus);
@@ -147,7 +149,7 @@ TEST(CudaModel, ResumeOnTheGpuIsExactAndCheckpointsMoveBetweenDevices) {
   const std::vector<double> rest = mgtest::run_collecting(moved, corpus);
   ASSERT_EQ(rest.size(), expected.size() - 7);
   for (size_t i = 0; i < rest.size(); ++i)
-    EXPECT_NEAR(rest[i], expected[i + 7], 1e-3) << "step " << i + 8;
+    EXPECT_NEAR(rest[i], expected[i + 7], i < 50 ? 1e-3 : 5e-3) << "step " << i + 8;
 
   // The best model saved by the GPU run evaluates to the same perplexity on both devices.
   LoadedModel best = load_model(straight.save + "/best.ckpt");

@@ -1,7 +1,9 @@
-// The GPU LSTM's two step paths side by side at the presets' shapes: one kernel per step
-// (product and gates together) against a cuBLAS GEMM plus a gate kernel per step.
+// The GPU LSTM's step paths side by side at the presets' shapes (cuda/lstm_fused.cu): one kernel
+// per step with h_{t-1} staged in shared memory (forward only; its backward is Auto's), one kernel
+// per step and hidden unit, and a cuBLAS GEMM plus a gate kernel per step; then Auto, the default.
 //   build/release-cuda/bench/bench_lstm_cuda [--repeats 20]
-// Prints, per shape, the milliseconds of one forward and of one forward + backward (medians).
+// Prints, per shape and path, the milliseconds of one forward (no graph, as in evaluation) and of
+// one forward + backward (medians).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -54,9 +56,15 @@ int run(int argc, char** argv) {
                                       {"small layer 1 (eval)", 35, 10, 200, 400},
                                       {"mos-paper layer 1 (train)", 70, 12, 280, 960},
                                       {"mos-paper layer 1 (eval)", 70, 10, 280, 960},
-                                      {"mos-paper layer 3 (train)", 70, 12, 960, 620}};
-  std::printf("%-28s %12s %12s %12s %12s\n", "shape (T,B,in,H)", "fused fwd", "cuBLAS fwd",
-              "fused f+b", "cuBLAS f+b");
+                                      {"mos-paper layer 3 (train)", 70, 12, 960, 620},
+                                      {"mos-paper layer 3 (eval)", 70, 10, 960, 620}};
+  const std::pair<CudaLstmSteps, const char*> paths[] = {{CudaLstmSteps::Staged, "staged"},
+                                                         {CudaLstmSteps::PerUnit, "per-unit"},
+                                                         {CudaLstmSteps::Gemm, "cuBLAS"},
+                                                         {CudaLstmSteps::Auto, "auto"}};
+  std::printf("%-28s", "shape (T,B,in,H)");
+  for (const auto& p : paths) std::printf(" %9s fwd %9s f+b", p.second, p.second);
+  std::printf("\n");
   for (const Shape4& s : shapes) {
     Generator gen(1);
     const float k = 1.0f / std::sqrt(static_cast<float>(s.H));
@@ -69,19 +77,20 @@ int run(int argc, char** argv) {
     const LSTMState h0{Tensor::zeros({s.B, s.H}, Device::CUDA),
                        Tensor::zeros({s.B, s.H}, Device::CUDA)};
     const Tensor dy = Tensor::ones({s.T, s.B, s.H}, Device::CUDA);
-    double ms[4];
-    for (int fused = 1, col = 0; fused >= 0; --fused, ++col) {
-      cuda_lstm_set_fused_steps(fused == 1);
-      ms[col] = time_ms(
+    std::printf("%-28s", s.name);
+    for (const auto& p : paths) {
+      cuda_lstm_set_steps(p.first);
+      const double fwd = time_ms(
           [&] {
             NoGradGuard no_grad;
             lstm_fused(x, h0, w);
           },
           repeats);
-      ms[col + 2] = time_ms([&] { lstm_fused(x, h0, w).first.backward(dy); }, repeats);
+      const double both = time_ms([&] { lstm_fused(x, h0, w).first.backward(dy); }, repeats);
+      std::printf(" %10.3f ms %10.3f ms", fwd, both);
     }
-    cuda_lstm_set_fused_steps(true);
-    std::printf("%-28s %9.3f ms %9.3f ms %9.3f ms %9.3f ms\n", s.name, ms[0], ms[1], ms[2], ms[3]);
+    cuda_lstm_set_steps(CudaLstmSteps::Auto);
+    std::printf("\n");
   }
   return 0;
 }

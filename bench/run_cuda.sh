@@ -2,27 +2,38 @@
 # The GPU benchmark: mosgrad (make CUDA=1) and PyTorch on the same GPU in the same run, one table.
 #   bash bench/run_cuda.sh            (on a machine with an NVIDIA GPU and PyTorch with CUDA)
 #   BENCH_PRESETS (default small-mos,mos-paper), BENCH_SECONDS (8), BENCH_REPEATS (3)
+#   BENCH_TF32=1: both sides with TF32 GEMMs (mosgrad --tf32, PyTorch allow_tf32), not FP32
+#   BENCH_OUT: where the table goes (default bench/RESULTS_CUDA.md, with BENCH_TF32=1
+#   bench/RESULTS_CUDA_TF32.md)
+#   BENCH_BIN: a bench_train built elsewhere (make CUDA=1 build/release-cuda/bench/bench_train), run
+#   as it is instead of building here (a GPU machine with no compiler time to spare)
 # mosgrad's figures come from build/release-cuda/bench/bench_train --device cuda; PyTorch's from
 # bench/torch_bench_cuda.py (the faster of its two loss forms; cuDNN LSTM). The table goes to stdout
-# and to bench/RESULTS_CUDA.md.
+# and to $BENCH_OUT, its header naming the settings it ran with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESETS="${BENCH_PRESETS:-small-mos,mos-paper}"
 SECS="${BENCH_SECONDS:-8}"
 REPS="${BENCH_REPEATS:-3}"
 PY="${PYTHON:-python3}"
+TF32=()
+[ "${BENCH_TF32:-0}" = 1 ] && TF32=(--tf32)
+RESULTS_DEFAULT=bench/RESULTS_CUDA.md
+[ "${BENCH_TF32:-0}" = 1 ] && RESULTS_DEFAULT=bench/RESULTS_CUDA_TF32.md
+RESULTS="${BENCH_OUT:-$RESULTS_DEFAULT}"
 OUT="$(mktemp -d)"
 trap 'rm -rf "$OUT"' EXIT
-make --no-print-directory CUDA=1 -j"$(nproc)" build/release-cuda/bench/bench_train >&2
+BIN="${BENCH_BIN:-build/release-cuda/bench/bench_train}"
+[ -n "${BENCH_BIN:-}" ] || make --no-print-directory CUDA=1 -j"$(nproc)" "$BIN" >&2
 for p in ${PRESETS//,/ }; do
   echo "bench: $p (mosgrad, GPU)" >&2
-  build/release-cuda/bench/bench_train --device cuda --preset "$p" --seconds "$SECS" --repeats "$REPS" >>"$OUT/mosgrad.jsonl"
+  "$BIN" --device cuda --preset "$p" --seconds "$SECS" --repeats "$REPS" "${TF32[@]}" >>"$OUT/mosgrad.jsonl"
   echo "bench: $p (PyTorch, GPU)" >&2
-  "$PY" bench/torch_bench_cuda.py --preset "$p" --seconds "$SECS" --repeats "$REPS" >>"$OUT/torch.jsonl" ||
+  "$PY" bench/torch_bench_cuda.py --preset "$p" --seconds "$SECS" --repeats "$REPS" "${TF32[@]}" >>"$OUT/torch.jsonl" ||
     echo "bench: PyTorch $p failed" >&2
 done
 touch "$OUT/torch.jsonl"
-"$PY" - "$OUT" <<'PY' | tee bench/RESULTS_CUDA.md
+"$PY" - "$OUT" "${BENCH_TF32:-0}" "$SECS" "$REPS" <<'PY' | tee "$RESULTS"
 import datetime, json, os, sys
 out = sys.argv[1]
 rows = lambda f: [json.loads(l) for l in open(os.path.join(out, f)) if l.startswith("{")]
@@ -30,8 +41,11 @@ mg, pt = {r["preset"]: r for r in rows("mosgrad.jsonl")}, {r["preset"]: r for r 
 dev = next(iter(mg.values()))["device"] if mg else "?"
 t0 = next(iter(pt.values()), {})
 print("# mosgrad on the GPU\n")
-print("%s — %s; PyTorch %s (cuDNN %s); `bash bench/run_cuda.sh`. FP32 everywhere (no TF32)." % (
-    datetime.date.today().isoformat(), dev, t0.get("torch", "?"), t0.get("cudnn", "?")))
+tf32, secs, reps = sys.argv[2] == "1", sys.argv[3], sys.argv[4]
+print("%s — %s; PyTorch %s (cuDNN %s); `%sBENCH_SECONDS=%s BENCH_REPEATS=%s bash bench/run_cuda.sh`. %s" % (
+    datetime.date.today().isoformat(), dev, t0.get("torch", "?"), t0.get("cudnn", "?"),
+    "BENCH_TF32=1 " if tf32 else "", secs, reps,
+    "TF32 GEMMs on both sides." if tf32 else "FP32 everywhere (no TF32)."))
 print("Training: fixed T, forward + backward + clip + SGD, V = 10000 synthetic ids, medians of the runs;")
 print("PyTorch's better loss form. Peak GPU memory: bytes held by tensors (mosgrad's allocator, torch.cuda.max_memory_allocated).")
 print("GEMM share: time cuBLAS's GEMMs ran (CUDA events) over the wall time of mosgrad's training runs.\n")

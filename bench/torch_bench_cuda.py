@@ -34,8 +34,10 @@ def measure(p, mode, args):
     layers = p["layers"]
     model = tm.RNNModel(args.vocab, p["E"], layers[0], layers[-1], len(layers), head=p["head"],
                         n_experts=max(p["K"], 1), tie_weights=True, **p["drop"]).to(dev)
-    torch.backends.cuda.matmul.allow_tf32 = False  # FP32, as mosgrad's default
-    torch.backends.cudnn.allow_tf32 = False
+    # FP32, as mosgrad's default; --tf32 lets both cuBLAS and cuDNN round GEMM operands to TF32
+    # (mosgrad's --tf32 / bench_train --tf32), for the table run_cuda.sh makes with BENCH_TF32=1.
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
     params = list(model.parameters())
     opt = torch.optim.SGD(params, lr=args.lr)
     B, T = (args.eval_batch, p["T"]) if mode == "eval" else (p["B"], p["T"])
@@ -107,6 +109,7 @@ def main():
     ap.add_argument("--eval-batch", type=int, default=10)
     ap.add_argument("--vocab", type=int, default=10000)
     ap.add_argument("--lr", type=float, default=20.0)
+    ap.add_argument("--tf32", action="store_true", help="TF32 GEMMs in cuBLAS and cuDNN")
     args = ap.parse_args()
     p = PRESETS[args.preset]
     out = {"impl": "torch", "preset": args.preset, "device": torch.cuda.get_device_name(),

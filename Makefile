@@ -132,7 +132,7 @@ asan:
 
 # Fuzzing (tests/fuzz/targets.h): each target under libFuzzer for FUZZ_SECONDS, two at a time;
 # crashes are copied to tests/fuzz/crashes/<target>/, which make test replays. Needs clang.
-FUZZ_TARGETS := checkpoint safetensors corpus flags
+FUZZ_TARGETS := checkpoint safetensors corpus flags metrics train_state
 FUZZ_SECONDS ?= 240
 FUZZ_CXX     ?= clang++
 build/fuzz/fuzz_%: tests/fuzz/main.cpp build/fuzz/tests/fuzz/targets.o build/fuzz/libmosgrad.a

@@ -83,4 +83,11 @@ int64_t eval_target_count(const Batched& data) {
   return data.rows > 0 ? (data.rows - 1) * data.batch : 0;
 }
 
+void require_eval_targets(int64_t num_tokens, int64_t B, const std::string& what) {
+  if (eval_target_count(num_tokens, B) > 0) return;
+  throw std::invalid_argument(what + " has no targets at batch size " + std::to_string(B) + " (" +
+                              std::to_string(num_tokens) + " tokens; each of the " +
+                              std::to_string(B) + " columns needs at least 2)");
+}
+
 }  // namespace mg

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tensor/philox.h"
@@ -78,5 +79,10 @@ int64_t bptt_length(int64_t bptt, Generator& gen, int64_t max_seq_len_delta = 40
 // E.g. PTB valid (73,760 tokens) at B = 10: 7,376 rows -> 73,750 targets.
 int64_t eval_target_count(int64_t num_tokens, int64_t B);
 int64_t eval_target_count(const Batched& data);
+
+// No targets, no score: a pass over nothing would report perplexity 1. Throws std::invalid_argument
+// when `num_tokens` tokens in B columns give no targets, naming `what` ("the test split of
+// data/ptb"): "... has no targets at batch size 10 (5 tokens; each column needs at least 2)".
+void require_eval_targets(int64_t num_tokens, int64_t B, const std::string& what);
 
 }  // namespace mg

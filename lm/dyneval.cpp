@@ -8,6 +8,9 @@ namespace mg {
 
 EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_ids,
                             const std::vector<int64_t>& eval_ids, const DynevalConfig& cfg) {
+  require_eval_targets(static_cast<int64_t>(eval_ids.size()), 1, "dyneval: the text to score");
+  require_eval_targets(static_cast<int64_t>(train_ids.size()), cfg.stat_batch_size,
+                       "dyneval: the training text for the gradient statistics");
   std::vector<Tensor> params = model.parameters();
   // Dropout off but gradients on: "train mode without dropout" is eval mode with grad recording.
   model.eval();

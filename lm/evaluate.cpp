@@ -11,6 +11,10 @@ double EvalResult::perplexity() const {
 }
 
 EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt) {
+  if (eval_target_count(data) == 0)
+    throw std::invalid_argument("evaluate: the data gives no targets (" +
+                                std::to_string(data.rows) + " rows of " +
+                                std::to_string(data.batch) + " columns; it needs at least 2 rows)");
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;

@@ -63,13 +63,10 @@ void add_point(std::vector<PlotPoint>& series, double x, double y) {
   series.push_back({x, y});
 }
 
-struct Curves {
-  std::vector<PlotPoint> train, val;
-};
+}  // namespace
 
-Curves read_metrics(const std::string& path) {
-  const std::string text = read_file(path, "metrics file");
-  Curves c;
+LearningCurves parse_metrics(const std::string& text, const std::string& path) {
+  LearningCurves c;
   std::vector<PlotPoint>
       epoch_train;  // the fallback training curve when there are no interval lines
   size_t records = 0;
@@ -78,10 +75,19 @@ Curves read_metrics(const std::string& path) {
     size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
     const std::string line = text.substr(begin, end - begin);
+    const bool unterminated = end == text.size();  // every whole line ends with '\n'
     begin = end + 1;
     ++where.line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    const JsonValue obj = parse_line(line, where);
+    JsonValue obj;
+    try {
+      obj = parse_line(line, where);
+    } catch (const std::runtime_error&) {
+      // A last line without its newline is what a crash mid-write leaves: not a record, skipped.
+      // Anywhere else a line that does not parse is an error (someone edited the file).
+      if (unterminated) continue;
+      throw;
+    }
     const JsonValue* kind = obj.find("kind");
     if (!kind || kind->kind != JsonValue::String) where.fail("no \"kind\" string field");
     ++records;
@@ -103,11 +109,9 @@ Curves read_metrics(const std::string& path) {
   return c;
 }
 
-}  // namespace
-
 void plot_learning_curves(const std::string& metrics_path, const std::string& svg_path,
                           const std::string& title) {
-  Curves curves = read_metrics(metrics_path);
+  LearningCurves curves = parse_metrics(read_file(metrics_path, "metrics file"), metrics_path);
   LogPlot plot;
   plot.title = title;
   if (plot.title.empty()) {

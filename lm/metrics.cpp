@@ -1,9 +1,14 @@
 #include "lm/metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cinttypes>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <stdexcept>
 
@@ -22,27 +27,60 @@ std::string json_num(double v, int digits = 6) {
   return strf("%.*g", digits, v);
 }
 
-// One line, flushed at once so a crash or Ctrl-C loses at most the line being written.
-void write_line(std::FILE* f, const std::string& path, const std::string& line) {
-  errno = 0;
-  if (std::fputs(line.c_str(), f) < 0 || std::fputc('\n', f) == EOF || std::fflush(f) != 0)
-    throw std::runtime_error("cannot write metrics file '" + path +
-                             "': " + (errno ? std::strerror(errno) : "write error"));
-}
-
 }  // namespace
 
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   // Append: a resumed run continues the same file, so one plot shows the whole history. (Appending
-  // line by line, not io/atomic_file.h: each flushed line is already whole or absent after a crash,
-  // and rewriting the whole file per line would cost O(n^2).)
-  file_ = std::fopen(path.c_str(), "a");
-  if (!file_)
-    throw std::runtime_error("cannot open metrics file '" + path + "': " + std::strerror(errno));
+  // line by line, not io/atomic_file.h: each line is written whole or cut back off, and rewriting
+  // the whole file per line would cost O(n^2).) O_NOFOLLOW: a symlink at the name is refused.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd_ < 0)
+    throw std::runtime_error(
+        "cannot open metrics file '" + path + "': " + std::strerror(errno) +
+        (errno == ELOOP ? " (it is a symlink; mosgrad never writes through one: remove it)" : ""));
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (file_) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// The line and its newline in one write; if the disk fills part-way, the part that got out is cut
+// off again, so the file ends with a whole line whatever happened.
+void MetricsWriter::write_line(const std::string& line) {
+  const std::string whole = line + "\n";
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0)
+    throw std::runtime_error("cannot write metrics file '" + path_ + "': " + std::strerror(errno));
+  size_t done = 0;
+  while (done < whole.size()) {
+    const ssize_t n = ::write(fd_, whole.data() + done, whole.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : ENOSPC;
+      // Cut back what got out; should even that fail, mosgrad plot skips a torn last line.
+      if (done > 0) (void)!::ftruncate(fd_, st.st_size);
+      throw std::runtime_error("cannot write metrics file '" + path_ + "': " + std::strerror(err) +
+                               " (the file keeps its whole lines)");
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+
+std::string set_aside_old_metrics(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code e;
+  if (!fs::exists(fs::symlink_status(path, e)) || fs::is_symlink(fs::symlink_status(path, e)))
+    return "";  // nothing there, or a symlink, which the writer refuses with its own message
+  if (fs::file_size(path, e) == 0 || e) return "";
+  for (int n = 1;; ++n) {
+    const std::string aside = path + "." + std::to_string(n);
+    if (fs::exists(fs::symlink_status(aside, e))) continue;
+    fs::rename(path, aside, e);
+    if (e)
+      throw std::runtime_error("cannot move the earlier records of '" + path + "' aside to '" +
+                               aside + "': " + e.message());
+    return aside;
+  }
 }
 
 void MetricsWriter::write(const IntervalMetrics& m) {
@@ -54,7 +92,7 @@ void MetricsWriter::write(const IntervalMetrics& m) {
   // Elapsed keeps more digits: after a day of training %.6g would round to whole seconds.
   s += ",\"elapsed_s\":" + json_num(m.elapsed_s, 9) + ",\"grad_norm\":" + json_num(m.grad_norm) +
        "}";
-  write_line(file_, path_, s);
+  write_line(s);
 }
 
 void MetricsWriter::write(const EpochMetrics& m) {
@@ -67,10 +105,14 @@ void MetricsWriter::write(const EpochMetrics& m) {
   s += ",\"elapsed_s\":" + json_num(m.elapsed_s, 9) + ",\"epoch_s\":" + json_num(m.epoch_s, 9);
   s += ",\"optimizer\":" + json_string(m.optimizer) + ",\"best\":" + (m.best ? "true" : "false");
   s += std::string(m.at_stop ? ",\"at_stop\":true" : "") + "}";
-  write_line(file_, path_, s);
+  write_line(s);
 }
 
 void drop_records_after(const std::string& path, int64_t step) {
+  std::error_code e;
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, e)))
+    throw std::runtime_error("metrics file '" + path +
+                             "' is a symlink; mosgrad never writes through one: remove it");
   std::ifstream in(path);
   if (!in) return;
   std::string kept, line;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 namespace mg {
@@ -42,7 +41,10 @@ struct EpochMetrics {
 //    "lr":20,"tok_per_s":2650.1,"elapsed_s":52.8,"grad_norm":0.61}
 //   {"kind":"epoch","epoch":1,"step":1327,"tokens":929000,"train_loss":5.3,"train_ppl":200.3,
 //    "val_loss":4.9,"val_ppl":134.3,"elapsed_s":350.2,"epoch_s":350.2,"optimizer":"sgd","best":true}
-// Appends when the file exists (a resumed run continues it); flushes every line.
+// Appends when the file exists (a resumed run continues it). Each line goes out whole in one write
+// or not at all: a write that fails part-way (a full disk) is cut back off before the error is
+// thrown, so the file only ever holds whole lines. Never through a symlink: a link planted at the
+// file's name is refused, as the checkpoints and the run lock refuse one.
 class MetricsWriter {
  public:
   explicit MetricsWriter(const std::string& path);  // throws std::runtime_error naming the file
@@ -54,9 +56,16 @@ class MetricsWriter {
   const std::string& path() const { return path_; }
 
  private:
+  void write_line(const std::string& line);
   std::string path_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;
 };
+
+// One history per file: a fresh run (not --resume) calls this before its first record. When `path`
+// holds records (of a run stopped before its first checkpoint, which a fresh run may reuse the
+// directory of), they are moved aside to the first free "<path>.N" (N = 1, 2, ...), whose name is
+// returned; "" when there was nothing to keep.
+std::string set_aside_old_metrics(const std::string& path);
 
 // A resumed run continues from its checkpoint's step, but the file may hold records written after
 // that checkpoint, before the run was killed: drops every record whose "step" is past `step`

@@ -49,6 +49,7 @@ std::vector<float> collect_contexts(RNNModel& model, const Batched& data, int64_
 }  // namespace
 
 RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const RankOptions& o) {
+  require_eval_targets(static_cast<int64_t>(ids.size()), o.batch_size, "rank: the split");
   const Batched data = batchify(ids, o.batch_size);
   const int64_t available = eval_target_count(data);
   if (o.contexts > available)

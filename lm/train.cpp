@@ -82,27 +82,68 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (train_data.rows < 2)
     throw std::invalid_argument("the training split of " + corpus.dir +
                                 " is too short for --batch_size " + std::to_string(cfg.batch_size));
+  if (cfg.test_at_end)  // the test score at the end, refused now rather than after the training
+    require_eval_targets(static_cast<int64_t>(corpus.test.size()), cfg.test_batch_size,
+                         "the test split of " + corpus.dir + " (--test-at-end false skips it)");
 }
 
-// Validation of the weights reached (ASGD's averaged ones), kept as best_path when they beat
-// st.best_val. Returns the loss and whether it improved.
+// best.ckpt and the validation loss of the model in it, measured as this run measures. The file is
+// only ever replaced by a model better than the one it holds: when resuming, it may hold another
+// run's model (a finetune's, better than this run's own record of its best), so it is scored once.
+struct BestModelFile {
+  std::string path;
+  double loss = INFINITY;  // INFINITY: no file yet
+};
+
+// Validation of the weights reached (ASGD's averaged ones). st.best_val follows this run's best;
+// the weights replace best.ckpt only when they beat the file. Returns the loss and whether the
+// weights were kept.
 std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
                                                const Batched& val_data, int64_t bptt,
-                                               TrainState& st, const std::string& best_path,
-                                               const Vocab& vocab, const std::string& state_path) {
+                                               TrainState& st, BestModelFile& best,
+                                               const Vocab& vocab, const std::string& state_path,
+                                               const std::function<void(const std::string&)>& say) {
   opt.swap_in_average();
   const double val_loss = evaluate(model, val_data, bptt).loss;
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
-  const bool improved = val_loss < st.best_val;
-  if (improved) {
-    st.best_val = val_loss;
-    save_model(best_path, model, vocab,
+  if (val_loss < st.best_val) st.best_val = val_loss;
+  const bool keep = val_loss < best.loss;
+  if (keep) {
+    save_model(best.path, model, vocab,
                {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
+    best.loss = val_loss;
+  } else if (val_loss <= st.best_val) {
+    say("valid ppl " + std::to_string(std::exp(val_loss)) + " is this run's best, but " +
+        best.path + " holds a better model (ppl " + std::to_string(std::exp(best.loss)) +
+        "): kept that one");
   }
   opt.swap_out_average();
-  return {val_loss, improved};
+  return {val_loss, keep};
+}
+
+// The bar a resumed run must beat to replace best.ckpt: the lower of its own record and the file's
+// model scored on this run's validation data (checked to be for this corpus's vocabulary).
+BestModelFile best_model_file(const TrainConfig& cfg, const RunFiles& files, const TrainState& st,
+                              const Corpus& corpus, const Batched& val_data,
+                              const std::function<void(const std::string&)>& say) {
+  BestModelFile best{files.best, st.best_val};
+  if (!cfg.resume || !std::filesystem::exists(files.best)) return best;
+  LoadedModel on_disk = load_model(files.best);
+  check_same_vocab(corpus.vocab, on_disk.vocab, files.best);
+  on_disk.model->config.fused_lstm = cfg.model.fused_lstm,
+  on_disk.model->config.fused_head = cfg.model.fused_head;
+  on_disk.model->to(cfg.device);
+  const double loss = evaluate(*on_disk.model, val_data, cfg.bptt).loss;
+  if (loss < best.loss) {
+    best.loss = loss;
+    if (loss < st.best_val)
+      say(files.best + " holds a better model than this run's best (valid ppl " +
+          std::to_string(std::exp(loss)) + " against " + std::to_string(std::exp(st.best_val)) +
+          "): only a better one replaces it");
+  }
+  return best;
 }
 
 // Why training should stop cleanly now ("" when it should go on).
@@ -121,7 +162,11 @@ void start_state(const TrainConfig& cfg, const Corpus& corpus, bool finetune, co
                  TrainState& st, Hidden& hidden, Generator& bptt_gen,
                  const std::function<void(const std::string&)>& say) {
   if (finetune) {
-    load_parameters(model, load_checkpoint(files.best).tensors, "model.", files.best);
+    const Checkpoint ck = load_checkpoint(files.best);
+    // The model must be for this corpus's words in this order: finetuning another corpus's model
+    // would save it over best.ckpt with this vocabulary, scoring nonsense.
+    check_same_vocab(corpus.vocab, model_from_checkpoint(ck).vocab, files.best);
+    load_parameters(model, ck.tensors, "model.", files.best);
     st.optimizer = OptimizerKind::ASGD;
   } else if (cfg.optimizer == "adam") {
     st.optimizer = OptimizerKind::Adam;
@@ -165,11 +210,11 @@ bool nt_asgd(const TrainConfig& cfg, bool finetune, double val_loss, TrainState&
 // A budget stop scores the weights reached ("validation perplexity after 15 minutes"), keeps them
 // when best, and records that validation, so a short run's metrics file is not empty.
 double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt,
-                        TrainState& st, const RunFiles& files, const Vocab& vocab,
-                        MetricsWriter& metrics, double elapsed_s,
+                        TrainState& st, const RunFiles& files, BestModelFile& best,
+                        const Vocab& vocab, MetricsWriter& metrics, double elapsed_s,
                         const std::function<void(const std::string&)>& say) {
   const auto [val_loss, improved] =
-      validate_and_keep_best(model, opt, val_data, bptt, st, files.best, vocab, files.state);
+      validate_and_keep_best(model, opt, val_data, bptt, st, best, vocab, files.state, say);
   EpochMetrics em = epoch_record(st, val_loss, improved, elapsed_s);
   em.at_stop = true;
   metrics.write(em);
@@ -233,6 +278,9 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const Batched val_data =
       batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
+  for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
+    if (std::filesystem::is_symlink(f))
+      throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");
   const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));  // --gemm, for this run only
   const GemmPrecisionScope precision(gemm_precision_for(cfg.precision, cfg.gemm, cfg.device));
   std::filesystem::create_directories(cfg.save);
@@ -251,9 +299,14 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   std::unique_ptr<Optimizer> opt;
   Hidden hidden = model.init_hidden(cfg.batch_size);
   start_state(cfg, corpus, finetune, files, val_data, model, opt, st, hidden, bptt_gen, say);
+  BestModelFile best = best_model_file(cfg, files, st, corpus, val_data, say);
 
-  if (cfg.resume)
+  if (cfg.resume) {
     drop_records_after(files.metrics, st.step);  // records written after the checkpoint
+  } else {  // one history per file: an earlier run's records (stopped before any checkpoint) go
+    const std::string aside = set_aside_old_metrics(files.metrics);
+    if (!aside.empty()) say(files.metrics + " held an earlier run's records: moved to " + aside);
+  }
   MetricsWriter metrics(files.metrics);
   TrainResult result;
   const Stopwatch elapsed(st.elapsed_s);  // seconds of the run, resumed runs continuing the count
@@ -309,7 +362,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
       result.stopped = true, result.stop_reason = reason;
       if (!training_stop_requested())
-        result.final_val_loss = validate_at_stop(model, *opt, val_data, cfg.bptt, st, files,
+        result.final_val_loss = validate_at_stop(model, *opt, val_data, cfg.bptt, st, files, best,
                                                  corpus.vocab, metrics, elapsed(), say);
       result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
       if (hooks.display) hooks.display->finish();
@@ -320,7 +373,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 
     // ---- end of epoch: validate (ASGD evaluates its averaged weights), keep the best model ----
     const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st,
-                                                             files.best, corpus.vocab, files.state);
+                                                             best, corpus.vocab, files.state, say);
     EpochMetrics em = epoch_record(st, val_loss, improved, elapsed());
     em.epoch_s = std::chrono::duration<double>(TrainClock::now() - epoch_start).count();
     metrics.write(em);

@@ -2,7 +2,9 @@
 // restore_state reads it back, so a resumed run continues bit for bit (lm/train_state.h).
 #include "lm/train_state.h"
 
+#include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "io/checkpoint.h"
 #include "lm/model_io.h"
@@ -11,17 +13,91 @@ namespace mg {
 
 namespace {
 
-std::vector<double> split_doubles(const std::string& s) {
-  std::istringstream in(s);
-  std::vector<double> v;
-  double x;
-  while (in >> x) v.push_back(x);
-  return v;
+// ---- The fields of a state file, each checked: a crafted or damaged file (with a valid CRC) must
+// give an error that names the file and the field, never a bare "stoll" or a wrong culprit ----
+
+[[noreturn]] void bad_field(const std::string& file, const std::string& field,
+                            const std::string& value, const std::string& expected) {
+  throw std::runtime_error("state file " + file + ": field '" + field + "' is '" +
+                           value.substr(0, 40) + (value.size() > 40 ? "..." : "") + "', expected " +
+                           expected);
 }
 
-void restore_generator(Generator& gen, const std::string& text) {
-  std::istringstream in(text);
-  in >> gen.seed >> gen.offset;
+// An integer in [lo, hi], the whole string (no sign games, no trailing text).
+// The field's text without the spaces around it (numbers are written with a separator after them).
+std::string trimmed(const Checkpoint& ck, const std::string& field) {
+  const std::string& v = ck.string(field);
+  const size_t a = v.find_first_not_of(" \t\n"), b = v.find_last_not_of(" \t\n");
+  return a == std::string::npos ? "" : v.substr(a, b - a + 1);
+}
+
+int64_t int_field(const Checkpoint& ck, const std::string& field, int64_t lo, int64_t hi) {
+  const std::string v = trimmed(ck, field);
+  const std::string expected =
+      "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  size_t used = 0;
+  int64_t x = 0;
+  try {
+    x = std::stoll(v, &used);
+  } catch (const std::exception&) {
+    bad_field(ck.path, field, v, expected);
+  }
+  if (used != v.size() || x < lo || x > hi) bad_field(ck.path, field, v, expected);
+  return x;
+}
+
+// A number: finite, or also +inf where `inf_ok` (best_val before the first validation).
+double double_field(const Checkpoint& ck, const std::string& field, bool inf_ok = false) {
+  const std::string v = trimmed(ck, field);
+  const std::string expected = inf_ok ? "a number (or inf)" : "a finite number";
+  size_t used = 0;
+  double x = 0;
+  try {
+    x = std::stod(v, &used);
+  } catch (const std::exception&) {
+    bad_field(ck.path, field, v, expected);
+  }
+  if (used != v.size() || std::isnan(x) || (std::isinf(x) && !(inf_ok && x > 0)))
+    bad_field(ck.path, field, v, expected);
+  return x;
+}
+
+std::vector<double> doubles_field(const Checkpoint& ck, const std::string& field) {
+  const std::string& v = ck.string(field);
+  std::istringstream in(v);
+  std::vector<double> out;
+  for (std::string word; in >> word;) {
+    size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(word, &used);
+    } catch (const std::exception&) {
+      bad_field(ck.path, field, v, "finite numbers separated by spaces");
+    }
+    if (used != word.size() || !std::isfinite(x))
+      bad_field(ck.path, field, v, "finite numbers separated by spaces");
+    out.push_back(x);
+  }
+  return out;
+}
+
+// "<seed> <offset>", both unsigned 64-bit.
+void restore_generator(Generator& gen, const Checkpoint& ck, const std::string& field) {
+  const std::string& v = ck.string(field);
+  std::istringstream in(v);
+  std::string a, b, extra;
+  in >> a >> b;
+  const auto parse = [&](const std::string& w) {
+    if (w.empty() || w.find_first_not_of("0123456789") != std::string::npos)
+      bad_field(ck.path, field, v, "two unsigned integers, the seed and the offset");
+    try {
+      return static_cast<uint64_t>(std::stoull(w));
+    } catch (const std::exception&) {
+      bad_field(ck.path, field, v, "two unsigned integers, the seed and the offset");
+    }
+  };
+  if (in >> extra) bad_field(ck.path, field, v, "two unsigned integers, the seed and the offset");
+  gen.seed = parse(a), gen.offset = parse(b);
 }
 
 // A resumed run continues the run in the checkpoint, so the flags that define that run must not
@@ -86,32 +162,57 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
 void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus,
                    RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
                    Generator& bptt_gen) {
-  const Checkpoint ck = load_checkpoint(state_path);
+  restore_state(load_checkpoint(state_path), cfg, corpus, model, opt, st, hidden, bptt_gen);
+}
+
+void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& corpus,
+                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
+                   Generator& bptt_gen) {
+  const std::string& state_path = ck.path;
   check_resume_flags(ck, cfg, state_path);
   Vocab trained;
   std::istringstream words(ck.string("vocab"));
   for (std::string w; std::getline(words, w);) trained.add(w);
   check_same_vocab(corpus.vocab, trained, state_path);
   load_parameters(model, ck.tensors, "model.", state_path);
-  st.epoch = std::stoll(ck.string("epoch")), st.batch_pos = std::stoll(ck.string("batch_pos"));
-  st.step = std::stoll(ck.string("step")), st.tokens = std::stoll(ck.string("tokens"));
-  st.elapsed_s = std::stod(ck.string("elapsed_s")),
-  st.epoch_loss_sum = std::stod(ck.string("epoch_loss_sum"));
-  st.epoch_loss_count = std::stoll(ck.string("epoch_loss_count"));
-  st.best_val = std::stod(ck.string("best_val")),
-  st.val_history = split_doubles(ck.string("val_history"));
-  st.optimizer = parse_optimizer_kind(ck.string("optimizer_kind"));
+  constexpr int64_t kBig = int64_t{1} << 62;
+  st.epoch = int_field(ck, "epoch", 1, kBig), st.batch_pos = int_field(ck, "batch_pos", 0, kBig);
+  st.step = int_field(ck, "step", 0, kBig), st.tokens = int_field(ck, "tokens", 0, kBig);
+  st.elapsed_s = double_field(ck, "elapsed_s");
+  st.epoch_loss_sum = double_field(ck, "epoch_loss_sum");
+  st.epoch_loss_count = int_field(ck, "epoch_loss_count", 0, kBig);
+  st.best_val = double_field(ck, "best_val", true);
+  st.val_history = doubles_field(ck, "val_history");
+  try {
+    st.optimizer = parse_optimizer_kind(ck.string("optimizer_kind"));
+  } catch (const std::invalid_argument&) {
+    bad_field(ck.path, "optimizer_kind", ck.string("optimizer_kind"), "sgd, asgd or adam");
+  }
   opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
   NamedTensors optim_state;
   for (const auto& [name, t] : ck.tensors)
     if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
-  opt->load_state(optim_state, std::stoll(ck.string("optimizer_steps")));
-  restore_generator(model.dropout_gen, ck.string("dropout_gen"));
-  restore_generator(bptt_gen, ck.string("bptt_gen"));
-  for (size_t l = 0; l < hidden.size(); ++l) {
-    hidden[l].h = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".h")).to(cfg.device);
-    hidden[l].c = copy_contiguous(ck.tensor("hidden." + std::to_string(l) + ".c")).to(cfg.device);
-  }
+  opt->load_state(optim_state, int_field(ck, "optimizer_steps", 0, kBig));
+  restore_generator(model.dropout_gen, ck, "dropout_gen");
+  restore_generator(bptt_gen, ck, "bptt_gen");
+  // The carried hidden state must be this model's at this batch size: a wrong shape is the file's
+  // fault, said here, not an LSTM error at the first step.
+  for (size_t l = 0; l < hidden.size(); ++l)
+    for (const char* part : {"h", "c"}) {
+      const std::string name = "hidden." + std::to_string(l) + "." + part;
+      const Tensor& saved = ck.tensor(name);
+      const Tensor& want = part[0] == 'h' ? hidden[l].h : hidden[l].c;
+      if (saved.shape() != want.shape())
+        bad_field(ck.path, name, "a tensor of shape " + shape_str(saved.shape()),
+                  shape_str(want.shape()) + " (this model's layer " + std::to_string(l) +
+                      " at --batch_size " + std::to_string(cfg.batch_size) + ")");
+      const Tensor values = copy_contiguous(saved);
+      const float* d = values.data();
+      for (int64_t i = 0; i < values.numel(); ++i)
+        if (!std::isfinite(d[i]))
+          bad_field(ck.path, name, "a tensor with NaN or infinite entries", "finite values");
+      (part[0] == 'h' ? hidden[l].h : hidden[l].c) = values.to(cfg.device);
+    }
 }
 
 }  // namespace mg

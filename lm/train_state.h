@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "lm/corpus.h"
 #include "lm/optim.h"
 #include "lm/train_config.h"
@@ -34,7 +35,12 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
 
 // The mirror of save_state. Refuses a checkpoint of another vocabulary, and flags that define the
 // run (model, --optimizer, --batch_size, --max_train_tokens) that differ from the checkpoint's.
+// Every field is checked: a damaged or crafted one (with a valid CRC) is an error naming the file
+// and the field. The second form takes the checkpoint already read (the fuzz target's way in).
 void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus,
+                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
+                   Generator& bptt_gen);
+void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& corpus,
                    RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
                    Generator& bptt_gen);
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "io/same_file.h"
 #include "lm/batching.h"
 #include "lm/commands.h"
 #include "lm/dyneval.h"
@@ -134,6 +135,11 @@ int cmd_eval(const ModelCommandOptions& o, bool dynamic) {
   const Corpus corpus = load_corpus(data_dir, 1000000);
   check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
   const auto& ids = split_ids(corpus, o.split);
+  const int64_t eval_B = dynamic            ? 1
+                         : o.batch_size > 0 ? o.batch_size
+                                            : (o.split == "test" ? 1 : 10);
+  require_eval_targets(static_cast<int64_t>(ids.size()), eval_B,
+                       "the " + o.split + " split of " + data_dir);
   EvalResult r;
   if (dynamic) {
     r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);
@@ -180,7 +186,11 @@ int cmd_rank(const ModelCommandOptions& o) {
   const Corpus corpus = load_corpus(data_dir, 1000000);
   check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
   const std::string dir = check_out_dir(o.out);
+  for (const char* f : {"spectrum.csv", "spectrum.svg"})
+    require_other_file("rank", "--out", dir + f, o.model_path(), "the model");
   const auto t0 = std::chrono::steady_clock::now();
+  require_eval_targets(static_cast<int64_t>(split_ids(corpus, o.split).size()), o.rank.batch_size,
+                       "the " + o.split + " split of " + data_dir);
   const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -232,10 +242,11 @@ int cmd_pointer(const ModelCommandOptions& o) {
   }
   const PointerStream s = pointer_stream(*lm.model, split_ids(corpus, o.split), p.bptt);
   const double with_cache = pointer_grid(s, p.window, {p.theta}, {p.lambda}).best.loss;
-  std::printf("%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
-              "theta %.2f, lambda %.2f) ppl %.3f\n",
-              o.split.c_str(), static_cast<long long>(s.size()), std::exp(model_only_loss(s)),
-              static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
+  std::printf(
+      "%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
+      "theta %.2f, lambda %.2f) ppl %.3f\n",
+      o.split.c_str(), static_cast<long long>(s.size()), std::exp(model_only_loss(s)),
+      static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
   return 0;
 }
 
@@ -244,15 +255,17 @@ int cmd_reproduce(int argc, char** argv) {
   ReproduceOptions o;
   const std::string in = "plan";
   const FlagTable table = {
-      text_flag("plan", "NAME", in, "quick, afternoon or paper (required; see docs/reproduction.md)",
-                o.plan),
+      text_flag("plan", "NAME", in,
+                "quick, afternoon or paper (required; see docs/reproduction.md)", o.plan),
       text_flag("out", "DIR", in, "results and runs directory (default runs/reproduce-<plan>)",
                 o.out),
       text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data),
       int_flag("threads", in, "OpenMP threads (0: all cores)", o.threads, 0, 4096),
       bool_flag("report", in, "only rewrite results.md and valid_curves.svg from results.jsonl",
                 o.report),
-      Flag{"runs", "A,B", "only these of the plan's runs, e.g. mos-s1,softmax-s1 (default all)",
+      Flag{"runs",
+           "A,B",
+           "only these of the plan's runs, e.g. mos-s1,softmax-s1 (default all)",
            in,
            [&o](const std::string& v) {
              std::string name;
@@ -320,9 +333,17 @@ int cmd_graph(int argc, char** argv) {
     std::string quoted = "'";  // the path inside single quotes for the shell
     for (char ch : out) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
     quoted += "'";
-    if (std::system(("dot -Tsvg " + quoted + " -o " + quoted.substr(0, quoted.size() - 1) + ".svg'")
-                        .c_str()) == 0)
-      std::printf("wrote %s.svg\n", out.c_str());
+    // dot writes to a pipe and the SVG goes through write_file_atomically, like every file
+    // mosgrad writes (dot -o would write FILE.svg in place, through a symlink and half-made).
+    std::string svg;
+    if (std::FILE* p = ::popen(("dot -Tsvg " + quoted).c_str(), "r")) {
+      char buf[65536];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) svg.append(buf, n);
+      if (::pclose(p) == 0 && !svg.empty()) {
+        write_file_atomically(out + ".svg", svg);
+        std::printf("wrote %s.svg\n", out.c_str());
+      }
+    }
   } else {
     std::printf("(Graphviz's dot is not installed: dot -Tsvg %s -o %s.svg draws it)\n", out.c_str(),
                 out.c_str());
@@ -360,9 +381,7 @@ int cmd_model(const std::string& command, int argc, char** argv) {
   if (command == "bottleneck-demo") return cmd_bottleneck_demo(o);
   if (command == "pointer") return cmd_pointer(o);
   if (command == "export") {
-    if (o.out == o.model_path())
-      throw std::invalid_argument("export: --out " + o.out +
-                                  " is the model being exported; choose another file");
+    require_other_file("export", "--out", o.out, o.model_path(), "the model being exported");
     const LoadedModel lm = load_model(o.model_path());
     export_safetensors(o.out, *lm.model, lm.vocab);
     std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(),
@@ -372,9 +391,7 @@ int cmd_model(const std::string& command, int argc, char** argv) {
   }
   // import
   if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
-  if (o.out == o.in)
-    throw std::invalid_argument("import: --out " + o.out +
-                                " is the input file; choose another file");
+  require_other_file("import", "--out", o.out, o.in, "the input file");
   const LoadedModel lm = import_safetensors(o.in);
   save_model(o.out, *lm.model, lm.vocab);
   std::printf("wrote %s (%s)\n", o.out.c_str(), lm.model->config.summary().c_str());
@@ -400,6 +417,8 @@ int cmd_plot(int argc, char** argv) {
   }
   if (dir.empty())
     return std::puts("mosgrad plot RUN_DIR [--title TEXT]   (writes RUN_DIR/curves.svg)"), 2;
+  require_other_file("plot", "RUN_DIR", dir + "/curves.svg", dir + "/metrics.jsonl",
+                     "a link to the metrics it plots");
   plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg", title.empty() ? dir : title);
   std::printf("wrote %s/curves.svg\n", dir.c_str());
   return 0;

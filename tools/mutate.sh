@@ -6,7 +6,8 @@
 # tools/mutations.txt lists small, plausible bugs (a sign, a factor, a transpose, an index, an
 # off-by-one in time, a dropped term, a wrong mask axis, a missing scale), each as exact text edits
 # of library sources. For each one this script applies the edits to a private copy of the sources
-# (build/mutate/src), rebuilds only the mutated object there (build/mutate/obj), runs the tests the
+# (build/mutate/src), rebuilds only the mutated object there (build/mutate/obj; for a mutated header,
+# cuda/formulas.h, the objects that include it), runs the tests the
 # mutation names, and restores the copy; then it prints one row: the mutation, its file:line, and
 # the test that killed it, or SURVIVED. The working tree and build/release are never touched, so a
 # Ctrl-C or a crash cannot leave a mutated source behind, and `make test` is not disturbed.
@@ -123,8 +124,8 @@ for i in "${!id[@]}"; do
     ((e_of[k] == i)) || continue
     edits=$((edits + 1))
     f=${e_file[k]}
-    if [[ $f != *.cpp || $f == tests/* || ! -f $ROOT/$f ]]; then
-      echo "mutation ${id[i]}: $f is not a library .cpp file of this tree"
+    if [[ ($f != *.cpp && $f != *.h) || $f == tests/* || $f == bench/* || ! -f $ROOT/$f ]]; then
+      echo "mutation ${id[i]}: $f is not a library .cpp or .h file of this tree"
       problems=$((problems + 1))
       continue
     fi
@@ -205,12 +206,17 @@ done
 # Before a mutant: save each file it edits, that file's object, the library and the test program,
 # with their times. After it (and on Ctrl-C): put them back, so make sees an up-to-date build of the
 # unmutated copy and the next mutant recompiles only its own file.
-saved=()
+saved=() headers=()
 save() {
   saved=()
   local f
+  headers=()
   for f in "$@"; do
-    saved+=("$SRC/$f" "$OBJ/${f%.cpp}.o")
+    saved+=("$SRC/$f")
+    # A header (cuda/formulas.h: the formulas both devices share) has no object of its own: make
+    # rebuilds what includes it, and restore() touches it afterwards so those objects are rebuilt
+    # from the restored header before the next mutant.
+    if [[ $f == *.cpp ]]; then saved+=("$OBJ/${f%.cpp}.o"); else headers+=("$SRC/$f"); fi
   done
   saved+=("$OBJ/libmosgrad.a" "$OBJ/run_tests")
   local s
@@ -224,7 +230,8 @@ restore() {
   for s in "${saved[@]}"; do
     cp -p "$WORK/saved/${s#"$WORK"/}" "$s"
   done
-  saved=()
+  for s in "${headers[@]}"; do touch "$s"; done
+  saved=() headers=()
 }
 trap 'restore; echo; echo "mutate: interrupted; build/mutate restored"; exit 130' INT TERM
 trap 'restore' EXIT

@@ -32,6 +32,20 @@ int main() {
   write("corpus", "wikitext_headings",
         " = Title = \n \n The @-@ test , 1 @.@ 5 . \n\xff = Title = \n");
 
+  const std::string interval =
+      "{\"kind\":\"interval\",\"epoch\":1,\"step\":200,\"batch\":200,\"tokens\":140000,"
+      "\"loss\":5.12,\"ppl\":167.3,\"lr\":20,\"tok_per_s\":2650.1,\"elapsed_s\":52.8,"
+      "\"grad_norm\":0.61}\n";
+  const std::string epoch =
+      "{\"kind\":\"epoch\",\"epoch\":1,\"step\":1327,\"tokens\":929000,\"train_loss\":5.3,"
+      "\"train_ppl\":200.3,\"val_loss\":4.9,\"val_ppl\":134.3,\"elapsed_s\":350.2,"
+      "\"epoch_s\":350.2,\"optimizer\":\"sgd\",\"best\":true}\n";
+  write("metrics", "interval_and_epoch", interval + epoch);
+  write("metrics", "diverged_nulls",
+        "{\"kind\":\"interval\",\"tokens\":10,\"loss\":null,\"ppl\":null}\n" + epoch);
+  write("metrics", "resumed_repeat", interval + epoch + interval + epoch);
+  write("metrics", "torn_last_line", interval + epoch + "{\"kind\":\"inter");
+
   const auto line =
       [](std::vector<std::string> words) {  // the first byte picks the command (targets.h)
         std::string s;

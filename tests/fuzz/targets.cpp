@@ -1,12 +1,17 @@
 #include "tests/fuzz/targets.h"
 
+#include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "io/crc32.h"
 #include "io/little_endian.h"
 #include "lm/commands.h"
 #include "lm/corpus.h"
+#include "lm/learning_curves.h"
 #include "lm/model_io.h"
+#include "lm/train_state.h"
+#include "tests/fuzz/model_seeds.h"
 
 namespace mgfuzz {
 
@@ -31,14 +36,21 @@ void expect_clear_error(const std::function<void()>& f) {
   }
 }
 
-void checkpoint(const uint8_t* data, size_t size) {
-  std::string bytes = bytes_of(data, size);
+namespace {
+// The bytes with the checkpoint header's CRC-32 rewritten to match the payload.
+std::string with_valid_crc(std::string bytes) {
   constexpr size_t kHeader = 28, kCrcAt = 24;  // io/checkpoint.h
   if (bytes.size() >= kHeader) {
     std::string crc;
     mg::put_le32(crc, mg::crc32(bytes.data() + kHeader, bytes.size() - kHeader));
     bytes.replace(kCrcAt, 4, crc);
   }
+  return bytes;
+}
+}  // namespace
+
+void checkpoint(const uint8_t* data, size_t size) {
+  const std::string bytes = with_valid_crc(bytes_of(data, size));
   expect_clear_error([&] {
     const mg::Checkpoint ck = mg::parse_checkpoint(bytes, "fuzz.ckpt");
     const mg::LoadedModel lm = mg::model_from_checkpoint(ck);
@@ -123,11 +135,43 @@ void flags(const uint8_t* data, size_t size) {
   });
 }
 
+void metrics(const uint8_t* data, size_t size) {
+  expect_clear_error([&] {
+    const mg::LearningCurves c = mg::parse_metrics(bytes_of(data, size), "fuzz.jsonl");
+    for (const auto* curve : {&c.train, &c.val})
+      for (size_t i = 0; i < curve->size(); ++i) {
+        const mg::PlotPoint& p = (*curve)[i];
+        if (!std::isfinite(p.x) || !std::isfinite(p.y) || !(p.y > 0)) broken("a point to plot");
+        if (i > 0 && !((*curve)[i - 1].x < p.x)) broken("tokens not increasing");
+      }
+  });
+}
+
+void train_state(const uint8_t* data, size_t size) {
+  static const mg::TrainConfig cfg = fuzz_state_config();
+  static const mg::Corpus corpus = fuzz_state_corpus();
+  const std::string bytes = with_valid_crc(bytes_of(data, size));
+  expect_clear_error([&] {
+    const mg::Checkpoint ck = mg::parse_checkpoint(bytes, "fuzz_state.ckpt");
+    mg::RNNModel model(cfg.model, 1);
+    std::unique_ptr<mg::Optimizer> opt;
+    mg::TrainState st;
+    mg::Hidden hidden = model.init_hidden(cfg.batch_size);
+    mg::Generator bptt_gen(1);
+    mg::restore_state(ck, cfg, corpus, model, opt, st, hidden, bptt_gen);
+    if (st.epoch < 1 || st.step < 0 || st.batch_pos < 0 || st.tokens < 0 || std::isnan(st.best_val))
+      broken("a counter out of range");
+    for (double v : st.val_history)
+      if (!std::isfinite(v)) broken("validation history");
+    for (const mg::LSTMState& s : hidden)
+      if (s.h.dim() != 2 || s.h.size(0) != cfg.batch_size) broken("hidden state shape");
+  });
+}
+
 const std::vector<Target>& targets() {
-  static const std::vector<Target> all = {{"checkpoint", checkpoint},
-                                          {"safetensors", safetensors},
-                                          {"corpus", corpus},
-                                          {"flags", flags}};
+  static const std::vector<Target> all = {{"checkpoint", checkpoint}, {"safetensors", safetensors},
+                                          {"corpus", corpus},         {"flags", flags},
+                                          {"metrics", metrics},       {"train_state", train_state}};
   return all;
 }
 

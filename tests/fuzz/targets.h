@@ -31,6 +31,12 @@ void corpus(const uint8_t* data, size_t size);
 // finetune, then model_command_names(): eval, dyneval, generate, export, import, rank, ..., then
 // gradcheck), the rest are its flags.
 void flags(const uint8_t* data, size_t size);
+// A metrics.jsonl file, as `mosgrad plot` reads it (parse_metrics): every point it returns is
+// finite and positive, and the tokens of each curve increase.
+void metrics(const uint8_t* data, size_t size);
+// A training state (with its CRC rewritten, as for checkpoint) resumed into the run of
+// model_seeds.h's fuzz_state_config: every field checked, so a restored state is in range.
+void train_state(const uint8_t* data, size_t size);
 
 // Runs f; std::runtime_error and std::invalid_argument (the clear errors) are swallowed, anything
 // else propagates to libFuzzer or the replay test.

@@ -96,14 +96,38 @@ std::vector<int64_t> slice(const std::vector<int64_t>& ids, int64_t tokens) {
 }
 
 // The per-epoch validation perplexities and elapsed seconds of a metrics file.
+// Every field checked (the file may be damaged or edited): a line that does not parse, or an epoch
+// record without its numbers, is an error naming the file and the line; a last line without its
+// newline (a crash mid-write) is skipped, as `mosgrad plot` skips it.
 void epoch_curves(const std::string& metrics, std::vector<double>& ppl, std::vector<double>& t) {
-  std::istringstream lines(read_file(metrics, "metrics file"));
-  for (std::string line; std::getline(lines, line);) {
-    const JsonValue v = parse_json(line);
+  const std::string text = read_file(metrics, "metrics file");
+  size_t line_no = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    const size_t nl = text.find('\n', begin);
+    const bool unterminated = nl == std::string::npos;
+    const std::string line = text.substr(begin, unterminated ? std::string::npos : nl - begin);
+    begin = unterminated ? text.size() : nl + 1;
+    ++line_no;
+    const auto fail = [&](const std::string& what) {
+      throw std::runtime_error(metrics + ":" + std::to_string(line_no) + ": " + what);
+    };
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    JsonValue v;
+    try {
+      v = parse_json(line);
+    } catch (const std::exception& e) {
+      if (unterminated) continue;
+      fail(e.what());
+    }
     const JsonValue *kind = v.find("kind"), *at_stop = v.find("at_stop");
-    if (!kind || kind->str != "epoch" || (at_stop && at_stop->boolean)) continue;
-    ppl.push_back(std::exp(v.find("val_loss")->number));
-    t.push_back(v.find("elapsed_s")->number);
+    if (!kind || kind->kind != JsonValue::String || kind->str != "epoch" ||
+        (at_stop && at_stop->kind == JsonValue::Bool && at_stop->boolean))
+      continue;
+    const JsonValue *loss = v.find("val_loss"), *elapsed = v.find("elapsed_s");
+    if (!loss || loss->kind != JsonValue::Number || !elapsed || elapsed->kind != JsonValue::Number)
+      fail("an epoch record without the numbers val_loss and elapsed_s");
+    ppl.push_back(std::exp(loss->number));
+    t.push_back(elapsed->number);
   }
 }
 

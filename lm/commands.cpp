@@ -1,6 +1,9 @@
 #include "lm/commands.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
 #include <stdexcept>
 
 #include "lm/corpus.h"
@@ -14,7 +17,7 @@ std::string ModelCommandOptions::model_path() const {
 }
 
 const std::vector<std::string>& model_command_names() {
-  static const std::vector<std::string> names = {"eval",   "dyneval", "generate",       "export",
+  static const std::vector<std::string> names = {"eval",   "dyneval", "generate",        "export",
                                                  "import", "rank",    "bottleneck-demo", "pointer"};
   return names;
 }
@@ -123,23 +126,23 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
     PointerOptions& p = o.pointer;
     const std::string ptr = "cache pointer";
     t = model_rows;
-    t.insert(
-        t.end(),
-        {data,
-         choice_flag("split", in, "which part of the corpus to score, at batch size 1 (default test)",
-                     o.split, {"valid", "test"}),
-         device, threads,
-         int_flag("window", ptr, "L: how many earlier positions the cache holds (default 500)",
-                  p.window, 1, kMaxSize),
-         double_flag("theta", ptr, "θ: sharpness of the attention over the cache (default 1)",
-                     p.theta, 0, 1e6),
-         double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture (default 0.1)",
-                     p.lambda, 0, 1),
-         bool_flag("grid", ptr,
-                   "choose θ and λ on valid (θ 0.25..1.5, λ 0.05..0.3), then score --split",
-                   p.grid),
-         int_flag("bptt", run, "segment length of the model's pass (default 70)", p.bptt, 1,
-                  kMaxSize)});
+    t.insert(t.end(),
+             {data,
+              choice_flag("split", in,
+                          "which part of the corpus to score, at batch size 1 (default test)",
+                          o.split, {"valid", "test"}),
+              device, threads,
+              int_flag("window", ptr, "L: how many earlier positions the cache holds (default 500)",
+                       p.window, 1, kMaxSize),
+              double_flag("theta", ptr, "θ: sharpness of the attention over the cache (default 1)",
+                          p.theta, 0, 1e6),
+              double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture (default 0.1)",
+                          p.lambda, 0, 1),
+              bool_flag("grid", ptr,
+                        "choose θ and λ on valid (θ 0.25..1.5, λ 0.05..0.3), then score --split",
+                        p.grid),
+              int_flag("bptt", run, "segment length of the model's pass (default 70)", p.bptt, 1,
+                       kMaxSize)});
     t.insert(t.end(), paths.begin(), paths.end());
     t.push_back(precision_flag(o.precision));
   } else if (command == "bottleneck-demo") {
@@ -272,6 +275,108 @@ bool parse_model_command(const std::string& command, const FlagTable& table, int
   if (!a.help)
     for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
   return a.help;
+}
+
+FlagTable reproduce_flags(ReproduceOptions& o) {
+  const std::string in = "plan";
+  return {
+      text_flag("plan", "NAME", in,
+                "quick, afternoon or paper (required; see docs/reproduction.md)", o.plan),
+      text_flag("out", "DIR", in, "results and runs directory (default runs/reproduce-<plan>)",
+                o.out),
+      text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data),
+      int_flag("threads", in, "OpenMP threads (0: all cores)", o.threads, 0, 4096),
+      bool_flag("report", in, "only rewrite results.md and valid_curves.svg from results.jsonl",
+                o.report),
+      Flag{"runs",
+           "A,B",
+           "only these of the plan's runs, e.g. mos-s1,softmax-s1 (default all)",
+           in,
+           [&o](const std::string& v) {
+             std::string name;
+             for (std::istringstream list(v); std::getline(list, name, ',');)
+               if (!name.empty()) o.runs.push_back(name);
+           },
+           {}}};
+}
+
+namespace {
+
+// One command's flags as Markdown tables, one per section; the default is what the table's get()
+// reads back from freshly made options (switches as true/false).
+std::string markdown_table(const std::string& command, const std::string& usage,
+                           const FlagTable& table) {
+  std::string md = "## " + command + "\n\n`" + usage + "`\n";
+  std::vector<std::string> sections;
+  for (const Flag& f : table)
+    if (std::find(sections.begin(), sections.end(), f.section) == sections.end())
+      sections.push_back(f.section);
+  for (const std::string& section : sections) {
+    md += "\n*" + section + "*\n\n| flag | value | default | what it does |\n|---|---|---|---|\n";
+    for (const Flag& f : table) {
+      if (f.section != section) continue;
+      std::string def = f.get ? f.get() : "";
+      if (f.value == "true|false" || f.value.empty())
+        def = def == "1" ? "true" : def == "0" ? "false" : def;
+      else if (def.find_first_of(".e") != std::string::npos) {  // 0.400000006 -> 0.4
+        char* end = nullptr;
+        const double v = std::strtod(def.c_str(), &end);
+        if (end && *end == '\0') {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%.6g", v);
+          def = buf;
+        }
+      }
+      std::string help = f.help;
+      for (size_t at = 0; (at = help.find('|', at)) != std::string::npos; at += 2)
+        help.replace(at, 1, "\\|");
+      std::string value = f.value;
+      for (size_t at = 0; (at = value.find('|', at)) != std::string::npos; at += 2)
+        value.replace(at, 1, "\\|");
+      md += "| `--" + f.name + "` | " + (value.empty() ? "" : "`" + value + "`") + " | " +
+            (def.empty() ? "" : "`" + def + "`") + " | " + help + " |\n";
+    }
+  }
+  return md + "\n";
+}
+
+}  // namespace
+
+std::string cli_markdown() {
+  std::string md =
+      "# The `mosgrad` command line\n\n"
+      "Generated from the flag tables the parser uses (`mosgrad help --markdown > docs/cli.md`; "
+      "`tests/test_flags.cpp` checks that this file is that output), so every default and range "
+      "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
+      "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
+      "alone means true. Defaults are those of the default preset (small-mos for train and "
+      "finetune, tiny for graph and gradcheck), which `--preset` changes before the other flags "
+      "apply.\n\n";
+  TrainConfig train = preset_config("small-mos");
+  md += markdown_table("train", "mosgrad train [--preset NAME] [flags]", train.flag_table());
+  md +=
+      markdown_table("finetune", "mosgrad finetune [--preset NAME] [flags]  (the same flags)", {});
+  for (const std::string& command : model_command_names()) {
+    ModelCommandOptions o;
+    md +=
+        markdown_table(command, "mosgrad " + command + " [flags]", model_command_flags(command, o));
+  }
+  TrainConfig graph = preset_config("tiny");
+  std::string out = "graph.dot";
+  md += markdown_table("graph", "mosgrad graph [--preset NAME] [model flags] [--out FILE]",
+                       graph_flags(graph, out));
+  GradcheckCommand g;
+  g.cfg = preset_config("tiny");
+  md += markdown_table("gradcheck",
+                       "mosgrad gradcheck [--preset NAME] [model flags] [--vocab V] [--entries N]",
+                       gradcheck_flags(g));
+  ReproduceOptions r;
+  md += markdown_table("reproduce", "mosgrad reproduce --plan NAME [flags]", reproduce_flags(r));
+  md +=
+      "## plot\n\n`mosgrad plot RUN_DIR [--title TEXT]`: draws RUN_DIR/metrics.jsonl as "
+      "RUN_DIR/curves.svg.\n\n## presets\n\n`mosgrad presets`: lists the presets and their "
+      "settings.\n";
+  return md;
 }
 
 }  // namespace mg

@@ -1,7 +1,8 @@
 // The options of the subcommands that run a saved model (eval, dyneval, generate, export, import,
 // rank, pointer) and of bottleneck-demo,
 // as flag tables (lm/flags.h): tools/mosgrad.cpp parses with them, --help prints them, and a test
-// checks that the README names every flag. train and finetune use TrainConfig::flag_table().
+// checks that docs/cli.md, generated from them, is current. train and finetune use
+// TrainConfig::flag_table().
 #pragma once
 
 #include <string>
@@ -13,6 +14,7 @@
 #include "lm/model_gradcheck.h"
 #include "lm/pointer.h"
 #include "lm/rank.h"
+#include "lm/reproduce.h"
 #include "lm/train_config.h"
 
 namespace mg {
@@ -32,11 +34,11 @@ struct ModelCommandOptions {
   std::string precision = "fp32";  // --precision fp32|bf16 (eval, dyneval, generate)
   DynevalConfig dyneval;
   GenerateConfig generate;
-  std::string out;   // export / import output; rank / bottleneck-demo output directory
-  RankOptions rank;  // rank
+  std::string out;         // export / import output; rank / bottleneck-demo output directory
+  RankOptions rank;        // rank
   PointerOptions pointer;  // pointer
-  DemoConfig demo;   // bottleneck-demo
-  std::string in;    // import input
+  DemoConfig demo;         // bottleneck-demo
+  std::string in;          // import input
   std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt
 };
 
@@ -63,5 +65,13 @@ GradcheckCommand parse_gradcheck_command(int argc, char** argv, bool* help);
 // The gradcheck command's table: cfg's flags and the check's, bound to c.
 FlagTable gradcheck_flags(GradcheckCommand& c);
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
+
+// The reproduce command's table (lm/reproduce.h), bound to o.
+FlagTable reproduce_flags(ReproduceOptions& o);
+
+// docs/cli.md: every command's flags, sections and defaults as Markdown, read from the same flag
+// tables the parser uses (`mosgrad help --markdown`), so no default or range is typed by hand in
+// the docs. A test checks that docs/cli.md is this text.
+std::string cli_markdown();
 
 }  // namespace mg

@@ -1,7 +1,7 @@
 // Command-line flags as tables: one row per flag with its name, what its value looks like, its help
 // line and a setter that parses and checks the value. The same table parses the command line,
 // rejects unknown flags and bad values (naming the flag, the value and what is allowed) before any
-// work starts, and prints `--help`; tests check that the README lists every flag.
+// work starts, and prints `--help`; docs/cli.md is generated from the tables (cli_markdown).
 #pragma once
 
 #include <cstdint>

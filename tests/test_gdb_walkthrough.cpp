@@ -164,7 +164,7 @@ std::vector<std::vector<std::string>> run_session(const Session& s, const std::s
 
 TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
   if (std::system("gdb --version > /dev/null 2>&1") != 0)
-    GTEST_SKIP() << "gdb is not installed, so the gdb walkthrough in README.md is not checked "
+    GTEST_SKIP() << "gdb is not installed, so the gdb walkthroughs in docs/ are not checked "
                     "(apt-get install gdb)";
   for (const char* program : {"build/debug/run_tests", "build/debug/mosgrad"})
     if (!fs::exists(kSourceDir + "/" + program))
@@ -173,7 +173,7 @@ TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
                    << "(`make test` does so before running the tests)";
   int gdb_lines = 0, commands = 0;
   std::vector<Session> sessions;
-  for (const char* file : {"README.md", "docs/gdb.md"})
+  for (const char* file : {"README.md", "docs/debugging.md", "docs/gdb.md"})
     for (const Session& s : sessions_in(file, &gdb_lines)) sessions.push_back(s);
   bool runs_tests = false, runs_mosgrad = false;
   for (const Session& s : sessions) {

@@ -12,7 +12,7 @@
 # mean, +0.86% on three; nor three, always: small-mos was -1.05% on three, bf16 ahead, and -0.74%
 # on five). The table gives each seed, the means, and the FP32 spread across seeds to compare the
 # difference with; with BF16_QUALITY_REUSE=1, more seeds add to the finished runs.
-# Runs go to runs/bf16-quality/<preset>-<precision> for seed 1 (the models README's `mosgrad rank`
+# Runs go to runs/bf16-quality/<preset>-<precision> for seed 1 (docs/bottleneck.md's `mosgrad rank`
 # examples use) and <preset>-<precision>-seed<N> for the others. They are this script's: each is
 # replaced, unless BF16_QUALITY_REUSE=1 and its log shows it finished the same number of steps.
 # The table goes to stdout and to runs/bf16-quality/RESULTS.md. Needs a CPU with AVX512_BF16 and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks of the CUDA backend, in one go on a machine with an NVIDIA GPU (see README, "CUDA"):
+# The GPU checks of the CUDA backend, in one go on a machine with an NVIDIA GPU (see docs/gpu.md):
 # build with CUDA=1, run the whole test suite (the GPU tests included), compute-sanitizer's memcheck
 # over the GPU tests and racecheck and synccheck over the kernel tests (the three at once, beside
 # the suite), and a short training run of small-mos on the GPU.

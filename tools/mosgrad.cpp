@@ -57,7 +57,8 @@ commands:
   presets    list the presets and their settings
   reproduce  a comparison plan of every head (train, finetune, dyneval, pointer, rank), resumable
 
-'mosgrad <command> --help' lists that command's flags.
+'mosgrad <command> --help' lists that command's flags; 'mosgrad help --markdown' all of them
+(docs/cli.md).
 )";
 
 // Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) all stop training cleanly: the checkpoint
@@ -253,26 +254,7 @@ int cmd_pointer(const ModelCommandOptions& o) {
 // reproduce: a comparison plan of every head, resumable (lm/reproduce.h).
 int cmd_reproduce(int argc, char** argv) {
   ReproduceOptions o;
-  const std::string in = "plan";
-  const FlagTable table = {
-      text_flag("plan", "NAME", in,
-                "quick, afternoon or paper (required; see docs/reproduction.md)", o.plan),
-      text_flag("out", "DIR", in, "results and runs directory (default runs/reproduce-<plan>)",
-                o.out),
-      text_flag("data", "DIR", in, "corpus directory; else $MOSGRAD_DATA, else data/ptb", o.data),
-      int_flag("threads", in, "OpenMP threads (0: all cores)", o.threads, 0, 4096),
-      bool_flag("report", in, "only rewrite results.md and valid_curves.svg from results.jsonl",
-                o.report),
-      Flag{"runs",
-           "A,B",
-           "only these of the plan's runs, e.g. mos-s1,softmax-s1 (default all)",
-           in,
-           [&o](const std::string& v) {
-             std::string name;
-             for (std::istringstream list(v); std::getline(list, name, ',');)
-               if (!name.empty()) o.runs.push_back(name);
-           },
-           {}}};
+  const FlagTable table = reproduce_flags(o);
   if (parse_model_command("reproduce", table, argc, argv)) {
     std::printf("mosgrad reproduce --plan NAME [flags]\n\n%s", flags_help(table).c_str());
     return 0;
@@ -426,6 +408,10 @@ int cmd_plot(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
+  if (command == "help" && argc > 2 && std::string(argv[2]) == "--markdown") {
+    std::fputs(cli_markdown().c_str(), stdout);  // docs/cli.md
+    return 0;
+  }
   if (command.empty() || command == "--help" || command == "-h" || command == "help") {
     std::fputs(kUsage, stdout);
     return command.empty() ? 2 : 0;

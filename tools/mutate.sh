@@ -19,7 +19,7 @@
 #
 # A mutant counts as killed when a test fails, crashes or times out; one that does not compile is a
 # broken list entry and fails the run. Mutations marked `equivalent` cannot change any result (the
-# README says why); they are expected to survive, and the run fails if one is killed or if any
+# docs/testing.md says why); they are expected to survive, and the run fails if one is killed or if any
 # other mutant survives. MOSGRAD_DATA is passed on to the tests (the PTB tests skip without it).
 set -uo pipefail
 shopt -u patsub_replacement 2>/dev/null || true  # '&' in a replacement is literal text

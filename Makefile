@@ -135,7 +135,7 @@ asan:
 FUZZ_TARGETS := checkpoint safetensors corpus flags metrics train_state
 FUZZ_SECONDS ?= 240
 FUZZ_CXX     ?= clang++
-build/fuzz/fuzz_%: tests/fuzz/main.cpp build/fuzz/tests/fuzz/targets.o build/fuzz/libmosgrad.a
+build/fuzz/fuzz_%: tests/fuzz/main.cpp build/fuzz/tests/fuzz/targets.o build/fuzz/tests/fuzz/model_seeds.o build/fuzz/libmosgrad.a
 	$(CXX) $(CXXFLAGS) -DMGFUZZ_TARGET=$* $^ -o $@ $(LDFLAGS)
 
 fuzz: fuzz-seeds

@@ -9,8 +9,7 @@
 
 #include <cstdint>
 
-#define MG_AVX512_TILE \
-  __attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline
+#define MG_AVX512_TILE __attribute__((target("avx512f,avx512vl,avx2,fma"), always_inline)) inline
 
 namespace mg::gemm_detail {
 
@@ -71,9 +70,14 @@ template <int kHint>
 MG_AVX512_TILE int64_t prefetch_share(const PrefetchLines& pf, int64_t done, int64_t blocks,
                                       int64_t next) {
   const int64_t to = pf.first + (pf.end - pf.first) * done / blocks;
-  for (; next < to; ++next)
-    _mm_prefetch(pf.base + next / pf.per_row * pf.ld + 64 * (next % pf.per_row),
-                 static_cast<_mm_hint>(kHint));
+  for (; next < to; ++next) {
+    const char* line = pf.base + next / pf.per_row * pf.ld + 64 * (next % pf.per_row);
+#if defined(__clang__)  // clang's hint is a plain int constant; GCC's the enum _mm_hint
+    _mm_prefetch(line, kHint);
+#else
+    _mm_prefetch(line, static_cast<_mm_hint>(kHint));
+#endif
+  }
   return next;
 }
 

@@ -113,10 +113,18 @@ void drop_records_after(const std::string& path, int64_t step) {
   if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, e)))
     throw std::runtime_error("metrics file '" + path +
                              "' is a symlink; mosgrad never writes through one: remove it");
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) return;
-  std::string kept, line;
+  // A last line without its newline (kept below when it parses) would have the next record
+  // appended onto it: such a file is rewritten too, every kept line ending in '\n'.
+  in.seekg(0, std::ios::end);
   bool dropped = false;
+  if (in.tellg() > 0) {
+    in.seekg(-1, std::ios::end);
+    dropped = in.get() != '\n';
+  }
+  in.seekg(0);
+  std::string kept, line;
   while (std::getline(in, line)) {
     bool past = false;
     try {

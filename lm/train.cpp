@@ -96,8 +96,9 @@ struct BestModelFile {
 };
 
 // Validation of the weights reached (ASGD's averaged ones). st.best_val follows this run's best;
-// the weights replace best.ckpt only when they beat the file. Returns the loss and whether the
-// weights were kept.
+// the weights replace best.ckpt only when they beat the file. Returns the loss and whether
+// best.ckpt now holds as good a model (saved now, or equal to it: an epoch replayed after a crash
+// that came between saving best.ckpt and the state).
 std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
                                                const Batched& val_data, int64_t bptt,
                                                TrainState& st, BestModelFile& best,
@@ -114,35 +115,36 @@ std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
     save_model(best.path, model, vocab,
                {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
     best.loss = val_loss;
-  } else if (val_loss <= st.best_val) {
+  } else if (val_loss <= st.best_val && best.loss < val_loss) {
     say("valid ppl " + std::to_string(std::exp(val_loss)) + " is this run's best, but " +
         best.path + " holds a better model (ppl " + std::to_string(std::exp(best.loss)) +
         "): kept that one");
   }
   opt.swap_out_average();
-  return {val_loss, keep};
+  return {val_loss, val_loss <= best.loss};
 }
 
-// The bar a resumed run must beat to replace best.ckpt: the lower of its own record and the file's
-// model scored on this run's validation data (checked to be for this corpus's vocabulary).
+// The bar a run must beat to replace best.ckpt: none without the file; a fresh finetune's is the
+// file's model scored at the start (st.best_val); a resumed run scores the file's model on its own
+// validation data (vocabulary checked), which may differ from its record of its best: the file may
+// hold a finetune's model, and --max_eval_tokens / --eval_batch_size may have changed.
 BestModelFile best_model_file(const TrainConfig& cfg, const RunFiles& files, const TrainState& st,
                               const Corpus& corpus, const Batched& val_data,
                               const std::function<void(const std::string&)>& say) {
-  BestModelFile best{files.best, st.best_val};
-  if (!cfg.resume || !std::filesystem::exists(files.best)) return best;
+  BestModelFile best{files.best, INFINITY};
+  if (!std::filesystem::exists(files.best)) return best;
+  if (!cfg.resume) return best.loss = st.best_val, best;
   LoadedModel on_disk = load_model(files.best);
   check_same_vocab(corpus.vocab, on_disk.vocab, files.best);
   on_disk.model->config.fused_lstm = cfg.model.fused_lstm,
   on_disk.model->config.fused_head = cfg.model.fused_head;
   on_disk.model->to(cfg.device);
   const double loss = evaluate(*on_disk.model, val_data, cfg.bptt).loss;
-  if (loss < best.loss) {
-    best.loss = loss;
-    if (loss < st.best_val)
-      say(files.best + " holds a better model than this run's best (valid ppl " +
-          std::to_string(std::exp(loss)) + " against " + std::to_string(std::exp(st.best_val)) +
-          "): only a better one replaces it");
-  }
+  best.loss = std::isnan(loss) ? INFINITY : loss;
+  if (best.loss < st.best_val)
+    say(files.best + " holds a better model than this run's best (valid ppl " +
+        std::to_string(std::exp(best.loss)) + " against " + std::to_string(std::exp(st.best_val)) +
+        "): only a better one replaces it");
   return best;
 }
 

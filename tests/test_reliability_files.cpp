@@ -302,3 +302,19 @@ TEST(StateFile, EachCraftedFieldIsNamedWithTheFile) {
   ok.resume = true, ok.max_steps = 6;
   EXPECT_EQ(mgtest::error_of([&] { train_lm(ok, corpus, {}); }), "");
 }
+
+TEST(MetricsFile, AResumeEndsAnUnterminatedLastRecordBeforeAppending) {
+  const mgtest::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const std::string record = "{\"kind\":\"interval\",\"epoch\":1,\"step\":10,\"tokens\":100}";
+  write_text(path, record);  // whole, but its newline never got out
+  drop_records_after(path, 1000);
+  EXPECT_EQ(read_file(path, "metrics"), record + "\n");
+  MetricsWriter w(path);  // the next record starts on a line of its own
+  IntervalMetrics m;
+  m.step = 20;
+  w.write(m);
+  const std::string text = read_file(path, "metrics");
+  EXPECT_EQ(text.substr(0, record.size() + 1), record + "\n");
+  EXPECT_EQ(text.back(), '\n');
+}

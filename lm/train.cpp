@@ -124,6 +124,16 @@ std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
   return {val_loss, val_loss <= best.loss};
 }
 
+// A saved model loaded to compute as this run does: its --fused-lstm / --fused-head paths (not
+// saved with a model) and its device.
+LoadedModel load_model_for_run(const std::string& path, const TrainConfig& cfg) {
+  LoadedModel m = load_model(path);
+  m.model->config.fused_lstm = cfg.model.fused_lstm,
+  m.model->config.fused_head = cfg.model.fused_head;
+  m.model->to(cfg.device);
+  return m;
+}
+
 // The bar a run must beat to replace best.ckpt: none without the file; a fresh finetune's is the
 // file's model scored at the start (st.best_val); a resumed run scores the file's model on its own
 // validation data (vocabulary checked), which may differ from its record of its best: the file may
@@ -134,11 +144,8 @@ BestModelFile best_model_file(const TrainConfig& cfg, const RunFiles& files, con
   BestModelFile best{files.best, INFINITY};
   if (!std::filesystem::exists(files.best)) return best;
   if (!cfg.resume) return best.loss = st.best_val, best;
-  LoadedModel on_disk = load_model(files.best);
+  const LoadedModel on_disk = load_model_for_run(files.best, cfg);
   check_same_vocab(corpus.vocab, on_disk.vocab, files.best);
-  on_disk.model->config.fused_lstm = cfg.model.fused_lstm,
-  on_disk.model->config.fused_head = cfg.model.fused_head;
-  on_disk.model->to(cfg.device);
   const double loss = evaluate(*on_disk.model, val_data, cfg.bptt).loss;
   best.loss = std::isnan(loss) ? INFINITY : loss;
   if (best.loss < st.best_val)
@@ -228,10 +235,7 @@ double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data
 // The papers' test figure: the best model on the test split with batch size 1.
 double test_best_model(const TrainConfig& cfg, const Corpus& corpus, const std::string& best_path,
                        const std::function<void(const std::string&)>& say) {
-  LoadedModel best = load_model(best_path);
-  best.model->config.fused_lstm = cfg.model.fused_lstm,
-  best.model->config.fused_head = cfg.model.fused_head;
-  best.model->to(cfg.device);
+  const LoadedModel best = load_model_for_run(best_path, cfg);
   const EvalResult test =
       evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
   say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) +

@@ -1,5 +1,6 @@
-// The GPU LSTM's step paths side by side at the presets' shapes (cuda/lstm_fused.cu): one kernel
-// per step with h_{t-1} staged in shared memory (forward only; its backward is Auto's), one kernel
+// The GPU LSTM's step paths side by side at the presets' shapes (cuda/lstm_fused.cu): one
+// cooperative launch for all steps (cuda/lstm_persistent.cu), one kernel per step with h_{t-1}
+// staged in shared memory (and its BPTT step with dG_{t+1} staged), one kernel
 // per step and hidden unit, and a cuBLAS GEMM plus a gate kernel per step; then Auto, the default.
 //   build/release-cuda/bench/bench_lstm_cuda [--repeats 20]
 // Prints, per shape and path, the milliseconds of one forward (no graph, as in evaluation) and of
@@ -8,11 +9,15 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#ifdef MG_PERSISTENT_PROFILE
+#include "cuda/lstm_steps.h"
+#endif
 #include "nn/lstm.h"
 
 using namespace mg;
@@ -45,8 +50,15 @@ double time_ms(Fn fn, int repeats) {
 
 int run(int argc, char** argv) {
   int repeats = 20;
+  std::string only;  // --only TEXT: the shapes whose name contains TEXT
   for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--repeats" && i + 1 < argc) repeats = std::stoi(argv[++i]);
+    if (std::string(argv[i]) == "--repeats" && i + 1 < argc)
+      repeats = std::stoi(argv[++i]);
+    else if (std::string(argv[i]) == "--only" && i + 1 < argc)
+      only = argv[++i];
+    else
+      throw std::runtime_error(std::string("unknown flag ") + argv[i] +
+                               " (allowed: --repeats N, --only TEXT)");
   require_cuda();
   struct Shape4 {
     const char* name;
@@ -58,7 +70,8 @@ int run(int argc, char** argv) {
                                       {"mos-paper layer 1 (eval)", 70, 10, 280, 960},
                                       {"mos-paper layer 3 (train)", 70, 12, 960, 620},
                                       {"mos-paper layer 3 (eval)", 70, 10, 960, 620}};
-  const std::pair<CudaLstmSteps, const char*> paths[] = {{CudaLstmSteps::Staged, "staged"},
+  const std::pair<CudaLstmSteps, const char*> paths[] = {{CudaLstmSteps::Persistent, "persist"},
+                                                         {CudaLstmSteps::Staged, "staged"},
                                                          {CudaLstmSteps::PerUnit, "per-unit"},
                                                          {CudaLstmSteps::Gemm, "cuBLAS"},
                                                          {CudaLstmSteps::Auto, "auto"}};
@@ -66,6 +79,7 @@ int run(int argc, char** argv) {
   for (const auto& p : paths) std::printf(" %9s fwd %9s f+b", p.second, p.second);
   std::printf("\n");
   for (const Shape4& s : shapes) {
+    if (std::string(s.name).find(only) == std::string::npos) continue;
     Generator gen(1);
     const float k = 1.0f / std::sqrt(static_cast<float>(s.H));
     auto param = [&](const mg::Shape& shape) {
@@ -88,6 +102,9 @@ int run(int argc, char** argv) {
           repeats);
       const double both = time_ms([&] { lstm_fused(x, h0, w).first.backward(dy); }, repeats);
       std::printf(" %10.3f ms %10.3f ms", fwd, both);
+#ifdef MG_PERSISTENT_PROFILE
+      if (p.first == CudaLstmSteps::Persistent) persistent_profile_print(s.name);
+#endif
     }
     cuda_lstm_set_steps(CudaLstmSteps::Auto);
     std::printf("\n");

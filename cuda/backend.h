@@ -177,11 +177,12 @@ MG_CUDA_API(void cuda_lstm_forward(int64_t T, int64_t B, int64_t in, int64_t H, 
                                    const float* w_hh, const float* bias, float* acts, float* cells,
                                    float* y))
 // How each step's recurrent product and gates run (cuda/lstm_fused.cu says when each is used):
+// Persistent: one cooperative launch for all T steps, W_hh held in shared memory across the GPU;
 // Staged: one kernel per forward step with h_{t-1} in shared memory; PerUnit: one kernel per step,
 // one block per hidden unit; Gemm: a cuBLAS GEMM plus a gate kernel. Auto (the default) picks by
-// shape; the others force a path wherever the shape allows it (B <= 32, and for Staged the shared
-// memory), for the tests and bench/bench_lstm_cuda, which compare them.
-enum class CudaLstmSteps { Auto, Staged, PerUnit, Gemm };
+// shape; the others force a path wherever the shape allows it (B <= 32, for Staged and Persistent
+// the shared memory), for the tests and bench/bench_lstm_cuda, which compare them.
+enum class CudaLstmSteps { Auto, Persistent, Staged, PerUnit, Gemm };
 MG_CUDA_API(void cuda_lstm_set_steps(CudaLstmSteps steps))
 // BPTT. grad_y [T+1,B,H] as y. Writes d_gates [T*B,4H], dh [B,H] (d h0), dc [B,H] (d c0); the
 // weight and input gradients are then GEMMs the caller runs (as on the CPU). need_dh0: compute dh

@@ -8,10 +8,14 @@
 // Backward (BPTT, t = T-1 .. 0), per step
 //   1. one gate-backward kernel over B*H units   (d h_t, d c_t -> dG_t, d c_{t-1})
 //   2. dh = dG_t W_hh                            (one GEMM, [B,4H] x [4H,H]: d h_{t-1})
-// For B <= 32 each step's 1 and 2 are one launch instead: at these sizes a step is latency, not
-// FLOPs, and the launch count is what costs. The forward stages h_{t-1} in shared memory and the
-// backward dG_{t+1} (lstm_step_*_staged_kernel, wherever B*H, resp. B*4H, floats fit); where they
-// do not, H <= 768 takes one block per hidden unit (lstm_step_*_kernel), larger H cuBLAS.
+// That is the reference, the cuBLAS path. For B <= 32 a step is latency, not FLOPs, and three
+// faster paths do the same work:
+//   - persistent (cuda/lstm_persistent.cu): all T steps in one cooperative launch, each block
+//     holding its hidden units' slice of W_hh in shared memory, a grid barrier per step; Auto
+//     takes it wherever the slice and a step's staged rows fit a multiprocessor;
+//   - staged (lstm_step_*_staged_kernel): one launch per step doing 1 and 2 together, h_{t-1}
+//     (dG_{t+1}) staged in shared memory;
+//   - per unit (lstm_step_*_kernel): one launch per step, one block per hidden unit.
 // forward_path / backward_path below choose; cuda_lstm_set_steps forces a path for tests and
 // bench/bench_lstm_cuda. The cell's formulas are cuda/formulas.h's, the CPU's own.
 // The weight and input gradients are then big GEMMs over all steps, run by the caller as on the
@@ -19,7 +23,8 @@
 //
 // Where the CPU splits the hidden units between the threads of one OpenMP team and needs a barrier
 // per step, the GPU gets the same ordering for free: every kernel and GEMM goes on one stream, so
-// step t+1 starts only after step t has finished. The per-step loops below do no host
+// step t+1 starts only after step t has finished (the persistent loop, one launch, has its grid
+// barrier instead). The per-step loops below do no host
 // synchronisation and no allocation, so they can later be captured into a CUDA graph as they are.
 #include <cstdint>
 
@@ -94,14 +99,24 @@ CudaLstmSteps g_steps = CudaLstmSteps::Auto;  // cuda_lstm_set_steps
 // (2026-11-26, f+b minus forward): per-unit 0.83 vs cuBLAS 0.89 ms at small's H = 400, 1.49 vs
 // 1.89 ms at H = 620, 2.95 vs 1.84 ms at H = 960. The staged forward beat both at every shape
 // there (mos-paper layer 1: 1.35 ms against per-unit 2.07 and cuBLAS 1.88), so Auto's forward
-// takes it wherever it fits.
+// takes it wherever it fits and the persistent loop does not. The persistent loop beat every
+// other path at every preset shape there (2026-11-26, session 13, bench/RESULTS_LSTM_CUDA.md):
+// mos-paper layer 1 forward 0.66 ms against staged 1.14, forward + backward 1.78 against 3.22
+// (cuBLAS backward), small-mos layer 1 0.27 / 0.70 against 0.54 / 1.15.
 constexpr int64_t kFusedStepMaxH = 768;
 
-enum class StepPath { Staged, PerUnit, Gemm };
+enum class StepPath { Persistent, Staged, PerUnit, Gemm };
+
+// The persistent loop (cuda/lstm_persistent.cu) wherever its plan fits this GPU: Auto and
+// Persistent take it first.
+bool persistent_wanted() {
+  return g_steps == CudaLstmSteps::Auto || g_steps == CudaLstmSteps::Persistent;
+}
 
 StepPath forward_path(int64_t B, int64_t H) {
   if (g_steps == CudaLstmSteps::Gemm || B > kMaxRecurrentB) return StepPath::Gemm;
   if (g_steps == CudaLstmSteps::PerUnit) return StepPath::PerUnit;
+  if (persistent_wanted() && persistent_forward_plan(B, H).ok) return StepPath::Persistent;
   if (staged_fits(B, H)) return StepPath::Staged;
   return g_steps == CudaLstmSteps::Auto && H <= kFusedStepMaxH ? StepPath::PerUnit : StepPath::Gemm;
 }
@@ -113,6 +128,7 @@ StepPath forward_path(int64_t B, int64_t H) {
 StepPath backward_path(int64_t B, int64_t H) {
   if (g_steps == CudaLstmSteps::Gemm || B > kMaxRecurrentB) return StepPath::Gemm;
   if (g_steps == CudaLstmSteps::PerUnit) return StepPath::PerUnit;
+  if (persistent_wanted() && persistent_backward_plan(B, H).ok) return StepPath::Persistent;
   if (g_steps == CudaLstmSteps::Staged)
     return staged_fits(B, 4 * H) ? StepPath::Staged : StepPath::Gemm;
   return H <= kFusedStepMaxH ? StepPath::PerUnit : StepPath::Gemm;
@@ -134,7 +150,10 @@ void cuda_lstm_forward(int64_t T, int64_t B, int64_t in, int64_t H, const float*
         // on)
     CUDA_CHECK(cudaMemsetAsync(acts, 0, sizeof(float) * T * B * G, 0));
   const StepPath path = forward_path(B, H);
-  for (int64_t t = 0; t < T; ++t) {
+  if (path == StepPath::Persistent)  // every step in one launch
+    launch_forward_persistent(persistent_forward_plan(B, H), T, B, H, w_hh, h0, c0, bias, acts,
+                              cells, y);
+  for (int64_t t = 0; path != StepPath::Persistent && t < T; ++t) {
     const float* h_prev = t > 0 ? y + (t - 1) * BH : h0;
     const float* c_prev = t > 0 ? cells + (t - 1) * BH : c0;
     float* gates = acts + t * B * G;
@@ -178,7 +197,10 @@ void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float* acts, cons
     dst.strides[0] = G, dst.strides[1] = 1;
     try {
       cuda_copy_strided(w_hh, src, w_hh_t, dst);
-      for (int64_t t = T - 1; t >= 0; --t) {
+      if (path == StepPath::Persistent)  // every step in one launch
+        launch_backward_persistent(persistent_backward_plan(B, H), T, B, H, w_hh_t, acts, cells, c0,
+                                   grad_y, dc, d_gates);
+      for (int64_t t = T - 1; path != StepPath::Persistent && t >= 0; --t) {
         const float* c_prev = t > 0 ? cells + (t - 1) * BH : c0;
         const float* dg_next = t + 1 < T ? d_gates + (t + 1) * B * G : nullptr;
         if (path == StepPath::Staged)

@@ -8,6 +8,7 @@
 
 #include "cuda/check.h"
 #include "cuda/formulas.h"
+#include "cuda/warp_products.h"
 
 namespace mg {
 
@@ -143,38 +144,6 @@ bool vec4_ok(int64_t H, const float* a, const float* b) {
 constexpr int kStagedUnits = 4;  // hidden units per block, one warp each
 constexpr int kStagedRows = 16;  // batch rows per pass: the accumulators per gate and lane
 
-// Reduce-scatter across a warp: on entry each lane holds partials v[0..N) of N sums (N a power of
-// two, at most 32); on return each lane holds one whole sum, number lane >> (5 - log2 N). Each
-// halving step trades half of the values with the lane `Off` away (the lane with that bit set keeps
-// the upper half): N - 1 shuffles, then a butterfly over the lane bits left, instead of 5 per sum.
-// The order is fixed, so the result is the same every run.
-template <int N, int Off>
-struct WarpScatter {
-  static __device__ __forceinline__ float run(float* v, int lane) {
-    const bool upper = (lane & Off) != 0;
-#pragma unroll
-    for (int r = 0; r < N / 2; ++r) {
-      const float send = upper ? v[r] : v[r + N / 2];
-      const float keep = upper ? v[r + N / 2] : v[r];
-      v[r] = keep + __shfl_xor_sync(0xffffffffu, send, Off);
-    }
-    return WarpScatter<N / 2, Off / 2>::run(v, lane);
-  }
-};
-template <int Off>
-struct WarpScatter<1, Off> {
-  static __device__ __forceinline__ float run(float* v, int) {
-    float s = v[0];
-#pragma unroll
-    for (int o = Off; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    return s;
-  }
-};
-
-__host__ __device__ constexpr int log2_of(int n) {
-  return n <= 1 ? 0 : 1 + log2_of(n / 2);
-}
-
 // Copies rows [n] (n = B*len floats) into the block's shared memory; vec4: as float4s, eight loads
 // in flight per thread before the first store (a plain copy loop waits out the L2's latency once
 // per float4: on an H200 that made staging, not the products, most of a step).
@@ -200,55 +169,6 @@ __device__ __forceinline__ void stage_rows(const float* __restrict__ src, int n,
   __syncthreads();
 }
 
-// One warp's products of four weight rows w[q] [len] with staged rows b0 .. b0+N-1 (those < B) of
-// the staged matrix [B,len]: on return sum[q] = w[q] · staged[b0 + (lane >> kShift)] on every lane.
-// Lanes stride over k, so each weight row is read once, coalesced; the staged rows come from
-// shared memory. vec4: float4 loads (len % 4 == 0, aligned rows).
-template <int N>
-__device__ __forceinline__ void four_rows_times_staged(const float* const (&w)[4],
-                                                       const float4* staged4, int len, int B,
-                                                       int b0, bool vec4, float (&sum)[4]) {
-  const int lane = threadIdx.x & 31;
-  float acc[4][N];
-#pragma unroll
-  for (int q = 0; q < 4; ++q)
-#pragma unroll
-    for (int r = 0; r < N; ++r) acc[q][r] = 0.0f;
-  if (vec4) {
-    const int len4 = len / 4;
-#pragma unroll 2  // the next weights' loads issue before this iteration's products
-    for (int k = lane; k < len4; k += 32) {
-      float4 wq[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) wq[q] = reinterpret_cast<const float4*>(w[q])[k];
-#pragma unroll
-      for (int r = 0; r < N; ++r)
-        if (b0 + r < B) {
-          const float4 x = staged4[(b0 + r) * len4 + k];
-#pragma unroll
-          for (int q = 0; q < 4; ++q)
-            acc[q][r] += wq[q].x * x.x + wq[q].y * x.y + wq[q].z * x.z + wq[q].w * x.w;
-        }
-    }
-  } else {
-    const float* staged = reinterpret_cast<const float*>(staged4);
-    for (int k = lane; k < len; k += 32) {
-      float wq[4];
-#pragma unroll
-      for (int q = 0; q < 4; ++q) wq[q] = w[q][k];
-#pragma unroll
-      for (int r = 0; r < N; ++r)
-        if (b0 + r < B) {
-          const float x = staged[(b0 + r) * len + k];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) acc[q][r] += wq[q] * x;
-        }
-    }
-  }
-#pragma unroll
-  for (int q = 0; q < 4; ++q) sum[q] = WarpScatter<N, 16>::run(acc[q], lane);
-}
-
 // Step t of the forward: gates [B,4H] hold x_t W_ih^T; adds h_{t-1} W_hh^T (w_hh [4H,H], h_prev
 // [B,H]) and the bias, then lstm_cell_forward for every (b, j). Warp = hidden unit j, its four
 // rows the gate rows q*H + j of W_hh.
@@ -268,7 +188,7 @@ __global__ void lstm_step_forward_staged_kernel(
   constexpr int kShift = 5 - log2_of(N);  // lane l ends with the sums of row l >> kShift
   for (int b0 = 0; b0 < B; b0 += N) {
     float sum[4];
-    four_rows_times_staged<N>(w, staged4, H, B, b0, vec4, sum);
+    four_rows_times_staged<N>(w, staged4, H, B, b0, vec4, 0, vec4 ? H / 4 : H, sum);
     const int64_t b = b0 + (lane >> kShift);
     if ((lane & ((1 << kShift) - 1)) != 0 || b >= B) continue;
     const int64_t idx = b * H + j;
@@ -301,7 +221,8 @@ __global__ void lstm_step_backward_staged_kernel(
   constexpr int kShift = 5 - log2_of(N);
   for (int b0 = 0; b0 < B; b0 += N) {
     float sum[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    if (dg_next) four_rows_times_staged<N>(w, staged4, 4 * H, B, b0, vec4, sum);
+    if (dg_next)
+      four_rows_times_staged<N>(w, staged4, 4 * H, B, b0, vec4, 0, vec4 ? H : 4 * H, sum);
     const int64_t b = b0 + (lane >> kShift);
     if ((lane & ((1 << kShift) - 1)) != 0 || b >= B) continue;
 #pragma unroll

@@ -279,7 +279,10 @@ TEST(CudaOps, ShapeOpsIndexingAndLoss) {
                      {a});
 }
 
-// Every GPU step path against the CPU: the staged kernels (Auto's forward; Staged forces the
+// Every GPU step path against the CPU: the persistent loop (Auto's first choice: units split over
+// the multiprocessors, so H = 1024 gives 8 a block and a last block with fewer on a 132-SM GPU;
+// BPTT's dG staged in one, two (B = 12, H = 960) or four column chunks; B = 33 and the shapes
+// whose slice does not fit fall back to the step kernels), the staged kernels (Staged forces the
 // backward too) (batch passes of 16 rows: B = 3, 12, 17, 20, 32; float4 loads when H % 4 == 0,
 // scalar loads for H = 7 and 9; a last block, and in the backward a last warp, with units past H;
 // past the 48 KB of shared memory a kernel gets unasked: the forward at B = 16, H = 1024 (64 KB),
@@ -289,6 +292,7 @@ TEST(CudaOps, ShapeOpsIndexingAndLoss) {
 TEST(CudaOps, FusedLstmMatchesTheCpu) {
   MG_SKIP_WITHOUT_CUDA();
   const std::pair<CudaLstmSteps, const char*> paths[] = {{CudaLstmSteps::Auto, "auto"},
+                                                         {CudaLstmSteps::Persistent, "persistent"},
                                                          {CudaLstmSteps::Staged, "staged"},
                                                          {CudaLstmSteps::PerUnit, "per-unit"},
                                                          {CudaLstmSteps::Gemm, "cuBLAS"}};
@@ -301,7 +305,10 @@ TEST(CudaOps, FusedLstmMatchesTheCpu) {
                                                                          {3, 17, 4, 9},
                                                                          {2, 32, 6, 16},
                                                                          {2, 16, 8, 1024},
-                                                                         {2, 12, 8, 320}}) {
+                                                                         {2, 12, 8, 320},
+                                                                         {4, 12, 8, 960},
+                                                                         {3, 20, 8, 400},
+                                                                         {3, 10, 6, 620}}) {
       cuda_lstm_set_steps(path);
       auto f = [&, T = T, B = B, H = H](auto& v) {
         const auto [y, state] = lstm_fused(v[0], {v[1], v[2]}, {v[3], v[4], v[5], v[6]});

@@ -43,8 +43,8 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
   const Flag split = choice_flag("split", in, "which part of the corpus to score (default test)",
                                  o.split, {"valid", "test", "train"});
   // generate scores no targets, so only the LSTM and the GEMM choose a path there.
-  const FlagTable paths = reference_path_flags(o.fused_lstm, o.fused_head, o.gemm);
-  const FlagTable generate_paths = {paths[0], paths[2], precision_flag(o.precision)};
+  const FlagTable paths = reference_path_flags(o.paths);
+  const FlagTable generate_paths = {paths[0], paths[2], precision_flag(o.paths.precision)};
   FlagTable t;
   if (command == "eval") {
     t = model_rows;
@@ -54,7 +54,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                                 o.batch_size, 0, kMaxSize),
                        int_flag("bptt", run, "segment length (default 70)", o.bptt, 1, kMaxSize)});
     t.insert(t.end(), paths.begin(), paths.end());
-    t.push_back(precision_flag(o.precision));
+    t.push_back(precision_flag(o.paths.precision));
   } else if (command == "dyneval") {
     DynevalConfig& d = o.dyneval;
     t = model_rows;
@@ -74,7 +74,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
                   d.max_stat_batches, -1, kMaxCount),
          bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
     t.insert(t.end(), paths.begin(), paths.end());
-    t.push_back(precision_flag(o.precision));
+    t.push_back(precision_flag(o.paths.precision));
   } else if (command == "generate") {
     GenerateConfig& g = o.generate;
     t = model_rows;
@@ -144,7 +144,7 @@ FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o
               int_flag("bptt", run, "segment length of the model's pass (default 70)", p.bptt, 1,
                        kMaxSize)});
     t.insert(t.end(), paths.begin(), paths.end());
-    t.push_back(precision_flag(o.precision));
+    t.push_back(precision_flag(o.paths.precision));
   } else if (command == "bottleneck-demo") {
     const std::string demo = "demo";
     o.out = "bottleneck-demo", o.threads = 1;
@@ -192,8 +192,7 @@ TrainConfig parse_train_command(const std::string& command, int argc, char** arg
   if (a.help) return cfg;
   for (const auto& [name, value] : a.flags) apply_flag(table, command, name, value);
   // --gemm reference or --precision bf16 where they cannot run: refused before the corpus is read.
-  gemm_path_for(cfg.gemm, cfg.device);
-  gemm_precision_for(cfg.precision, cfg.gemm, cfg.device);
+  compute_paths(cfg.paths, cfg.device);
   cfg.data = resolve_data_dir(cfg.data);
   return cfg;
 }

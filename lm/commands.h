@@ -29,9 +29,7 @@ struct ModelCommandOptions {
   int64_t batch_size = 0;  // 0: 1 for test, 10 otherwise (the papers' conventions)
   int64_t bptt = 70;       // eval's segment length
   int64_t threads = 0;     // 0: all cores
-  bool fused_lstm = true, fused_head = true;  // the computation paths (reference_path_flags)
-  std::string gemm = "fast";
-  std::string precision = "fp32";  // --precision fp32|bf16 (eval, dyneval, generate)
+  PathFlags paths;  // --fused-lstm, --fused-head, --gemm, --precision (eval, dyneval, generate)
   DynevalConfig dyneval;
   GenerateConfig generate;
   std::string out;         // export / import output; rank / bottleneck-demo output directory

@@ -59,8 +59,13 @@ std::string with_commas(int64_t n) {
 ModelGradcheckReport gradcheck_model(const TrainConfig& cfg, const ModelGradcheckOptions& o) {
   if (cfg.device != Device::CPU)
     throw std::invalid_argument("gradcheck runs on the CPU only (drop --device cuda)");
-  const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));
+  if (cfg.paths.precision != "fp32")
+    throw std::invalid_argument("gradcheck checks the FP32 gradients: --precision " +
+                                cfg.paths.precision +
+                                " would compare bf16-rounded products with double-precision "
+                                "differences (drop --precision)");
   RNNModel model(cfg.model, cfg.seed);
+  const ComputePathsScope compute(compute_paths(cfg.paths, cfg.device), &model);
   model.name_parameters();
   model.train();  // dropouts as configured; masks replayed from `masks` on every forward
   const Generator masks = model.dropout_gen;

@@ -273,7 +273,9 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   }
   c.data_dir = resolve_data_dir(options.data);
   c.precision = resolve_precision(c.plan.precision);
-  gemm_precision_for(c.precision, "fast", Device::CPU);  // a CPU without bf16: refused now
+  PathFlags path_flags;  // the plan's precision, the fast paths otherwise
+  path_flags.precision = c.precision;
+  const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   fs::create_directories(c.out + "/runs");
   std::unique_ptr<RunLock> lock;
@@ -289,7 +291,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   const Corpus corpus = load_corpus(c.data_dir, 1000000);
   c.corpus = &corpus;
   c.commit = source_commit(), c.cpu = cpu_description();
-  const GemmPrecisionScope precision(gemm_precision_for(c.precision, "fast", Device::CPU));
+  const ComputePathsScope compute(paths);  // the stages' commands apply their own flags too
   say("plan " + c.plan.name + ": " + c.plan.description + "; " +
       std::to_string(c.plan.runs.size()) + " runs into " + c.out + " (" + c.precision + ", " +
       std::to_string(num_threads()) + " threads, " + c.cpu + ")");

@@ -124,12 +124,11 @@ std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
   return {val_loss, val_loss <= best.loss};
 }
 
-// A saved model loaded to compute as this run does: its --fused-lstm / --fused-head paths (not
-// saved with a model) and its device.
+// A saved model loaded to compute as this run does: its paths (--fused-lstm, --fused-head: not
+// saved with a model; the GEMM's are the run's ComputePathsScope's) and its device.
 LoadedModel load_model_for_run(const std::string& path, const TrainConfig& cfg) {
   LoadedModel m = load_model(path);
-  m.model->config.fused_lstm = cfg.model.fused_lstm,
-  m.model->config.fused_head = cfg.model.fused_head;
+  m.model->paths = compute_paths(cfg.paths, cfg.device);
   m.model->to(cfg.device);
   return m;
 }
@@ -287,8 +286,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
     if (std::filesystem::is_symlink(f))
       throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");
-  const GemmPathScope gemm_path(gemm_path_for(cfg.gemm, cfg.device));  // --gemm, for this run only
-  const GemmPrecisionScope precision(gemm_precision_for(cfg.precision, cfg.gemm, cfg.device));
+  // --fused-lstm, --fused-head, --gemm, --precision, checked before any work (applied below).
+  const ComputePaths paths = compute_paths(cfg.paths, cfg.device);
   std::filesystem::create_directories(cfg.save);
   const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
                                    " --save " + cfg.save);
@@ -299,6 +298,9 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   model_cfg.ntoken = corpus.vocab.size();
   if (cfg.device == Device::CUDA) require_cuda(), cuda_set_tf32(cfg.tf32);
   RNNModel model(model_cfg, cfg.seed);
+  // The model's paths and the GEMM's, for this run only (the GEMM's are process-wide and restored
+  // when the run ends).
+  const ComputePathsScope compute(paths, &model);
   model.to(cfg.device);
   Generator bptt_gen(cfg.seed * 2654435761u + 17);
   TrainState st;

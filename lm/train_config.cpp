@@ -56,19 +56,28 @@ GemmPrecision gemm_precision_for(const std::string& precision, const std::string
   return GemmPrecision::kBf16;
 }
 
-FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm) {
+ComputePaths compute_paths(const PathFlags& flags, Device device) {
+  ComputePaths p;
+  p.fused_lstm = flags.fused_lstm, p.fused_head = flags.fused_head;
+  p.gemm = gemm_path_for(flags.gemm, device);
+  p.precision = gemm_precision_for(flags.precision, flags.gemm, device);
+  return p;
+}
+
+FlagTable reference_path_flags(PathFlags& flags) {
   const std::string section =
       "reference paths (same numbers to rounding, slower, easier to read and step through)";
   return {
       bool_flag("fused_lstm", section,
                 "the fused LSTM (default) or the step-by-step reference built from ops",
-                fused_lstm),
+                flags.fused_lstm),
       bool_flag("fused_head", section,
-                "the fused head loss (default) or the plain nll_loss(log_prob(h))", fused_head),
+                "the fused head loss (default) or the plain nll_loss(log_prob(h))",
+                flags.fused_head),
       choice_flag(
           "gemm", section,
-          "the packed GEMM (fast, default) or the textbook triple loop (reference, CPU only)", gemm,
-          {"fast", "reference"}),
+          "the packed GEMM (fast, default) or the textbook triple loop (reference, CPU only)",
+          flags.gemm, {"fast", "reference"}),
   };
 }
 
@@ -195,9 +204,9 @@ FlagTable TrainConfig::flag_table() {
       choice_flag("optimizer", opt, "sgd (NT-ASGD switches it to asgd) or adam", optimizer,
                   {"sgd", "adam"}),
   };
-  const FlagTable paths = reference_path_flags(model.fused_lstm, model.fused_head, gemm);
-  table.insert(table.end(), paths.begin(), paths.end());
-  table.push_back(precision_flag(precision));
+  const FlagTable path_rows = reference_path_flags(paths);
+  table.insert(table.end(), path_rows.begin(), path_rows.end());
+  table.push_back(precision_flag(paths.precision));
   return table;
 }
 

@@ -12,6 +12,15 @@
 
 namespace mg {
 
+// The flags that choose the compute paths, as typed: compute_paths() turns them into the checked
+// ComputePaths (nn/compute_paths.h) a command applies.
+struct PathFlags {
+  bool fused_lstm = true;          // --fused-lstm: false, the step-by-step LSTM built from ops
+  bool fused_head = true;          // --fused-head: false, nll_loss(log_prob(h))
+  std::string gemm = "fast";       // --gemm fast|reference
+  std::string precision = "fp32";  // --precision fp32|bf16: the operands of the CPU GEMMs
+};
+
 struct TrainConfig {
   ModelConfig model;
   std::string preset;             // the preset this config started from ("" = none)
@@ -35,9 +44,7 @@ struct TrainConfig {
   bool test_at_end = true;       // evaluate the best model on test (batch size 1) at the end
   bool detect_anomaly = false;   // --detect-anomaly: name the first op making a NaN/Inf (slow)
   bool variable_bptt = true;     // AWD-LSTM's random segment lengths (false: always bptt)
-  std::string gemm = "fast";     // --gemm fast|reference (model.fused_lstm and model.fused_head are
-                                 // the other two paths)
-  std::string precision = "fp32";  // --precision fp32|bf16: the operands of the CPU GEMMs
+  PathFlags paths;               // --fused-lstm, --fused-head, --gemm, --precision (compute_paths)
 
   std::map<std::string, std::string> to_map() const;  // for checkpoints; includes model.* keys
   // Applies "--name value" flags (names as in the reference scripts, '-' or '_' alike); throws
@@ -51,8 +58,9 @@ struct TrainConfig {
 // CPU's; on --device cuda every GEMM is cuBLAS's, so "reference" there is refused, not ignored.
 GemmPath gemm_path_for(const std::string& gemm, Device device);
 // The rows of the three run-time switches between the fast paths and the readable references
-// (--fused-lstm, --fused-head, --gemm), shared by train, finetune, eval and dyneval.
-FlagTable reference_path_flags(bool& fused_lstm, bool& fused_head, std::string& gemm);
+// (--fused-lstm, --fused-head, --gemm), bound to `flags`; shared by train, finetune, eval and
+// dyneval (generate takes --fused-lstm and --gemm).
+FlagTable reference_path_flags(PathFlags& flags);
 
 // --precision fp32|bf16 (tensor/gemm.h): bf16 rounds the operands of every CPU GEMM to bfloat16
 // and accumulates in FP32; weights, gradients, optimizer state and the loss stay FP32.
@@ -62,6 +70,9 @@ Flag precision_flag(std::string& precision);
 // on a CPU without AVX512_BF16 (never a silent FP32 run).
 GemmPrecision gemm_precision_for(const std::string& precision, const std::string& gemm,
                                  Device device);
+// The paths the flags name, checked (as gemm_path_for and gemm_precision_for do) before any work
+// starts; a command applies them once, with a ComputePathsScope (nn/compute_paths.h).
+ComputePaths compute_paths(const PathFlags& flags, Device device);
 
 // The named configurations of the trainer issue: tiny, small-softmax, small-mos, small-sigsoftmax,
 // small-mosig, mos-paper. Throws listing the names for an unknown one.

@@ -38,9 +38,14 @@ bool is_mixture(HeadKind kind) {
   return kind == HeadKind::MoS || kind == HeadKind::MoSig || kind == HeadKind::MoC;
 }
 
+Tensor OutputHead::reference_nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
+                                 Generator& gen) const {
+  return nll_loss(log_prob(h, B, gen), targets);
+}
+
 Tensor OutputHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
                        Generator& gen) const {
-  return nll_loss(log_prob(h, B, gen), targets);
+  return reference_nll(h, B, targets, gen);
 }
 
 Tensor log_sigsoftmax(const Tensor& z) {
@@ -98,16 +103,14 @@ MixtureHead::MixtureHead(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t
   decoder_bias = register_parameter("decoder.bias", Tensor::zeros({V}));
 }
 
-Tensor SoftmaxHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
-                        Generator& gen) const {
-  if (!fused_loss) return OutputHead::nll(h, B, targets, gen);
+Tensor SoftmaxHead::nll(const Tensor& h, int64_t /*B*/, const std::vector<int64_t>& targets,
+                        Generator& /*gen: no dropout in this head*/) const {
   return fused_mixture_nll(h, decoder_weight, decoder_bias, Tensor(), targets, 1,
                            kind_ == HeadKind::Sigsoftmax, fused_options);
 }
 
 Tensor MixtureHead::nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
                         Generator& gen) const {
-  if (!fused_loss) return OutputHead::nll(h, B, targets, gen);
   check_rank("mixture head", h, 2, "h [N,H]");
   const Tensor log_pi = log_prior(h);      // [N,K]
   const Tensor ctx = contexts(h, B, gen);  // [N*K,E]

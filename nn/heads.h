@@ -38,13 +38,15 @@ class OutputHead : public Module {
  public:
   // h [N,H] -> log p [N,V]
   virtual Tensor log_prob(const Tensor& h, int64_t B, Generator& gen) const = 0;
-  // Mean negative log-likelihood of targets [N]. The plain path, nll_loss(log_prob(h)), is the
-  // reference that any fused version is tested against.
-  // Heads override it with the fused loss (nn/fused_head_loss.cpp) unless fused_loss is false.
+  // Mean negative log-likelihood of targets [N], the plain way: nll_loss(log_prob(h)), the
+  // reference that the fused loss is tested against (RNNModel takes it when paths.fused_head is
+  // false).
+  Tensor reference_nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
+                       Generator& gen) const;
+  // The same loss; the heads override it with the fused target-only loss (nn/fused_head_loss.cpp).
   virtual Tensor nll(const Tensor& h, int64_t B, const std::vector<int64_t>& targets,
                      Generator& gen) const;
   virtual HeadKind kind() const = 0;
-  bool fused_loss = true;
   FusedLossOptions fused_options;  // memory / recompute trade-off of the fused loss
   Tensor decoder_weight;           // [V,in]: our own parameter, or the encoder's weight when tied
   Tensor decoder_bias;             // [V]

@@ -163,7 +163,7 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
     scope.emplace(anomaly_enabled() ? "rnns." + std::to_string(l) : std::string());
     const Tensor w_hh = weight_drop(rnns[l]->weight_hh, config.wdrop, dropout_gen,
                                     training);  // one mask per forward
-    auto [y, state] = rnns[l]->forward(x, hidden[l], config.fused_lstm, w_hh);  // y [T,B,H_l]
+    auto [y, state] = rnns[l]->forward(x, hidden[l], paths.fused_lstm, w_hh);  // y [T,B,H_l]
     out.hidden.push_back(state);
     out.raw_outputs.push_back(y);
     const bool last = l + 1 == rnns.size();
@@ -173,10 +173,10 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
   scope.reset();
   scope.emplace("head");
   const Tensor h = reshape(x, {T * B, x.size(2)});  // [N,H_last]
-  if (targets && config.fused_head)
+  if (targets && paths.fused_head)
     out.loss = head->nll(h, B, *targets, dropout_gen);
   else if (targets)
-    out.loss = nll_loss(head->log_prob(h, B, dropout_gen), *targets);  // the reference path
+    out.loss = head->reference_nll(h, B, *targets, dropout_gen);
   else
     out.log_prob = head->log_prob(h, B, dropout_gen);
   return out;

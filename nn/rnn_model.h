@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "nn/compute_paths.h"
 #include "nn/embedding.h"
 #include "nn/heads.h"
 #include "nn/lstm.h"
@@ -27,9 +28,6 @@ struct ModelConfig {
         wdrop = 0.5f;
   bool tied = true;
   HeadKind head = HeadKind::Softmax;
-  bool fused_lstm = true;  // false: the step-by-step reference LSTM built from ops
-  bool fused_head =
-      true;  // false: the loss as the plain reference nll_loss(head log_prob(h), targets)
 
   // Hidden size of each LSTM layer. The last is E for a tied softmax/sigsoftmax head (the decoder
   // is the [V,E] embedding), else nhidlast.
@@ -60,13 +58,17 @@ class RNNModel : public Module {
   RNNModel(const ModelConfig& config, uint64_t seed);
 
   // ids: T*B token ids, row-major [T,B]. With targets (T*B ids) the loss is computed through the
-  // head's nll (which may skip materialising log_prob), or as nll_loss(log_prob) when
-  // config.fused_head is false; without, log_prob is returned.
+  // head's fused nll (which may skip materialising log_prob), or as its reference_nll,
+  // nll_loss(log_prob), when paths.fused_head is false; without, log_prob is returned.
   ModelOutput forward(const std::vector<int64_t>& ids, int64_t T, int64_t B, const Hidden& hidden,
                       const std::vector<int64_t>* targets = nullptr);
   Hidden init_hidden(int64_t B) const;
 
   ModelConfig config;
+  // Fast or reference LSTM and head loss (paths.gemm and paths.precision are the GEMM's, set
+  // process-wide by the ComputePathsScope that set these). Not saved with the model: each command
+  // chooses them from its flags.
+  ComputePaths paths;
   std::shared_ptr<Embedding> encoder;
   std::vector<std::shared_ptr<LSTMLayer>> rnns;
   std::shared_ptr<OutputHead> head;

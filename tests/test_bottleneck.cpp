@@ -69,9 +69,10 @@ TEST(Bottleneck, DemoMosBeatsSoftmaxAndMocWhoseRankStaysAtMostDPlus2) {
     const DemoCurve& curve = r.curves[i];
     ASSERT_EQ(curve.points.size(), 5u);  // steps 0, 100, 200, 300, 400
     kl[i] = curve.points.back().kl;
-    if (curve.head == HeadKind::Softmax || curve.head == HeadKind::MoC)
+    if (curve.head == HeadKind::Softmax || curve.head == HeadKind::MoC) {
       for (const DemoPoint& p : curve.points)
         EXPECT_LE(p.rank, c.d + 2) << head_kind_name(curve.head) << " step " << p.step;
+    }
     EXPECT_LT(curve.points.back().kl, curve.points.front().kl)
         << head_kind_name(curve.head) << " did not learn";
   }

@@ -46,7 +46,7 @@ TEST(CudaModel, LossAndEveryGradientMatchTheCpuForEveryHead) {
       RNNModel cpu(model_config(head), 3), gpu(model_config(head), 3);
       gpu.to(Device::CUDA);
       ASSERT_EQ(gpu.device(), Device::CUDA);
-      for (RNNModel* m : {&cpu, &gpu}) m->config.fused_lstm = fused, m->head->fused_loss = fused;
+      for (RNNModel* m : {&cpu, &gpu}) m->paths.fused_lstm = fused, m->paths.fused_head = fused;
       // Training mode: every dropout draws its mask, and both devices must draw the same ones.
       const Tensor loss_cpu = cpu.forward(ids, T, B, cpu.init_hidden(B), &targets).loss;
       const Tensor loss_gpu = gpu.forward(ids, T, B, gpu.init_hidden(B), &targets).loss;

@@ -82,6 +82,10 @@ TEST(GradcheckCommand, FlagsAreCheckedNamingTheFlag) {
   GradcheckCommand c = parse({"--params", "nope"});
   EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { gradcheck_model(c.cfg, c.options); }),
              "--params: no parameter 'nope'; the model has encoder.weight, rnns.0.weight_ih");
+  // bf16 products against double-precision differences would fail for the rounding, not a bug.
+  c = parse({"--precision", "bf16"});
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { gradcheck_model(c.cfg, c.options); }),
+             "gradcheck checks the FP32 gradients: --precision bf16");
   // A preset keeps its sizes; the batch stays small.
   c = parse({"--preset", "small-mos"});
   EXPECT_EQ(c.cfg.model.emsize, 200);

@@ -159,8 +159,9 @@ TEST(LayersVsPyTorch, WholeModelsInEvalMode) {
       mc.n_experts =
           std::max<int64_t>(1, static_cast<int64_t>(fx().get(p + "cfg.n_experts").item()));
       mc.tied = fx().get(p + "cfg.tied").item() != 0;
-      mc.head = kind, mc.fused_lstm = paths.fused_lstm, mc.fused_head = paths.fused_head;
+      mc.head = kind;
       RNNModel model(mc, 1);
+      model.paths.fused_lstm = paths.fused_lstm, model.paths.fused_head = paths.fused_head;
       model.eval();
       for (auto& [name, t] : model.named_parameters()) set_values(t, fx().get(p + "param." + name));
       const int64_t T = 5, B = 2;

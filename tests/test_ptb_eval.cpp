@@ -25,8 +25,8 @@ TEST(PtbEval, PerplexityEqualsPyTorchOnAPtbSlice) {
   const std::vector<int64_t> slice(corpus.valid.begin(), corpus.valid.begin() + tokens);
   const Batched data = batchify(slice, static_cast<int64_t>(expected.get("batch_size").item()));
   for (bool fused : {true, false}) {
-    loaded.model->config.fused_lstm = fused;
-    loaded.model->head->fused_loss = fused;
+    loaded.model->paths.fused_lstm = fused;
+    loaded.model->paths.fused_head = fused;
     const EvalResult r =
         evaluate(*loaded.model, data, static_cast<int64_t>(expected.get("bptt").item()));
     EXPECT_EQ(r.targets, static_cast<int64_t>(expected.get("targets").item()));

@@ -31,12 +31,25 @@ std::string invalid_of(const std::function<void()>& fn) {
 
 TEST(ReferencePaths, FlagsReachTheCodeTheyName) {
   TrainConfig c = preset_config("tiny");
-  EXPECT_TRUE(c.model.fused_lstm && c.model.fused_head && c.gemm == "fast")
+  EXPECT_TRUE(c.paths.fused_lstm && c.paths.fused_head && c.paths.gemm == "fast")
       << "the fast paths must be the default";
   c.set("fused-lstm", "false"), c.set("fused-head", "false"), c.set("gemm", "reference");
-  EXPECT_FALSE(c.model.fused_lstm);
-  EXPECT_FALSE(c.model.fused_head);
-  EXPECT_EQ(c.gemm, "reference");
+  const ComputePaths p = compute_paths(c.paths, Device::CPU);
+  EXPECT_FALSE(p.fused_lstm);
+  EXPECT_FALSE(p.fused_head);
+  EXPECT_EQ(p.gemm, GemmPath::kReference);
+  EXPECT_EQ(p.precision, GemmPrecision::kFp32);
+  {  // applied: the model's paths, and the GEMM's only while the scope lives
+    RNNModel m(mgtest::small_config("", "").model, 1);
+    {
+      const ComputePathsScope scope(p, &m);
+      EXPECT_FALSE(m.paths.fused_lstm);
+      EXPECT_FALSE(m.paths.fused_head);
+      EXPECT_EQ(gemm_path(), GemmPath::kReference);
+    }
+    EXPECT_EQ(gemm_path(), GemmPath::kFast);
+    EXPECT_FALSE(m.paths.fused_lstm);  // the model's stay with it
+  }
   EXPECT_EQ(c.to_map().at("gemm"),
             "reference");  // the checkpoint records which paths computed the run
 
@@ -47,7 +60,7 @@ TEST(ReferencePaths, FlagsReachTheCodeTheyName) {
   const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6}, targets = {2, 3, 4, 5, 6, 7};
   EXPECT_EQ(model.forward(ids, 3, 2, model.init_hidden(2), &targets).loss.grad_fn()->op,
             "fused_mixture_nll");
-  model.config.fused_head = false;
+  model.paths.fused_head = false;
   EXPECT_EQ(model.forward(ids, 3, 2, model.init_hidden(2), &targets).loss.grad_fn()->op,
             "nll_loss");
 
@@ -57,8 +70,8 @@ TEST(ReferencePaths, FlagsReachTheCodeTheyName) {
     const FlagTable table = model_command_flags(command, o);
     apply_flag(table, command, "gemm", "reference");
     apply_flag(table, command, "fused-lstm", "false");
-    EXPECT_EQ(o.gemm, "reference") << command;
-    EXPECT_FALSE(o.fused_lstm) << command;
+    EXPECT_EQ(o.paths.gemm, "reference") << command;
+    EXPECT_FALSE(o.paths.fused_lstm) << command;
     const std::string head_error =
         invalid_of([&] { apply_flag(table, command, "fused-head", "false"); });
     EXPECT_EQ(head_error.empty(), command != "generate") << command << ": " << head_error;
@@ -80,7 +93,7 @@ TEST(ReferencePaths, BadChoicesAreClearErrors) {
   EXPECT_HAS(invalid_of([] { gemm_path_for("reference", Device::CUDA); }), cuda);
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("gemm_cuda"));
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("gemm_cuda"));
-  cfg.gemm = "reference", cfg.device = Device::CUDA;
+  cfg.paths.gemm = "reference", cfg.device = Device::CUDA;
   EXPECT_HAS(invalid_of([&] { train_lm(cfg, corpus); }), cuda);
   EXPECT_EQ(gemm_path(), GemmPath::kFast);
 }
@@ -98,7 +111,8 @@ TEST(ReferencePaths, TrainingAndValidationMatchTheFastPaths) {
     TrainHooks hooks;
     hooks.on_step = [&](int64_t, double loss) {
       losses.push_back(loss);
-      EXPECT_EQ(gemm_path(), cfg.gemm == "reference" ? GemmPath::kReference : GemmPath::kFast);
+      EXPECT_EQ(gemm_path(),
+                cfg.paths.gemm == "reference" ? GemmPath::kReference : GemmPath::kFast);
     };
     *result = train_lm(cfg, corpus, hooks);
     return losses;

@@ -67,8 +67,9 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
     if (stage == "rank") {
       EXPECT_EQ(r.number("contexts"), 100);
       EXPECT_EQ(r.number("bound"), 18) << "d + 2 with d = E = 16";
-      if (r.text("head") == "softmax" || r.text("head") == "moc")
+      if (r.text("head") == "softmax" || r.text("head") == "moc") {
         EXPECT_LE(r.number("rank"), 18) << r.text("run");
+      }
       continue;
     }
     EXPECT_TRUE(std::isfinite(r.number("valid_ppl")) && r.number("valid_ppl") > 1) << stage;
@@ -160,8 +161,9 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   write(out + "/results.jsonl",
         "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\",\"stage\":\"rank\"}\n");
   std::string data;
-  if (have_ptb(&data))
+  if (have_ptb(&data)) {
     EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error);
+  }
   // A second process on the same directory is refused.
   fs::remove(out + "/results.jsonl");
   const RunLock other(out, "mosgrad reproduce --plan quick (another process)");

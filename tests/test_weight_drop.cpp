@@ -99,10 +99,11 @@ std::unique_ptr<RNNModel> fixture_model(bool fused) {
   mc.emsize = static_cast<int64_t>(fx().get("cfg.emsize").item());
   mc.nhid = mc.nhidlast = static_cast<int64_t>(fx().get("cfg.nhid").item());
   mc.nlayers = static_cast<int64_t>(fx().get("cfg.nlayers").item());
-  mc.head = HeadKind::Softmax, mc.tied = true, mc.fused_lstm = fused;
+  mc.head = HeadKind::Softmax, mc.tied = true;
   mc.dropout = mc.dropouth = mc.dropouti = mc.dropoute = mc.dropoutl = 0.0f;
   mc.wdrop = fx().get("cfg.wdrop").item();
   auto model = std::make_unique<RNNModel>(mc, 1);
+  model->paths.fused_lstm = fused;
   for (auto& [name, t] : model->named_parameters()) copy_into(t, fx().get("param." + name));
   model->dropout_gen = Generator(static_cast<uint64_t>(fx().get("cfg.seed").item()));
   return model;

@@ -117,22 +117,28 @@ const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split)
 }
 
 // The model a command runs, loaded and moved to --device (a missing GPU is an error before
-// loading), computing through the paths --fused-lstm, --fused-head and --gemm chose.
-LoadedModel load_for(const ModelCommandOptions& o) {
+// loading), with the paths --fused-lstm, --fused-head, --gemm and --precision chose applied for as
+// long as it lives (the GEMM's restored after).
+struct CommandModel {
+  LoadedModel loaded;
+  ComputePathsScope compute;
+};
+
+CommandModel load_for(const ModelCommandOptions& o) {
   const Device device = parse_device(o.device);
-  set_gemm_path(gemm_path_for(o.gemm, device));
-  set_gemm_precision(gemm_precision_for(o.precision, o.gemm, device));
+  const ComputePaths paths = compute_paths(o.paths, device);  // checked before any loading
   if (device == Device::CUDA) require_cuda();
   LoadedModel lm = load_model(o.model_path());
-  lm.model->config.fused_lstm = o.fused_lstm, lm.model->config.fused_head = o.fused_head;
   lm.model->to(device);
-  return lm;
+  RNNModel* model = lm.model.get();
+  return CommandModel{std::move(lm), ComputePathsScope(paths, model)};
 }
 
 int cmd_eval(const ModelCommandOptions& o, bool dynamic) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const std::string data_dir = resolve_data_dir(o.data);
-  LoadedModel lm = load_for(o);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
   const Corpus corpus = load_corpus(data_dir, 1000000);
   check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
   const auto& ids = split_ids(corpus, o.split);
@@ -155,7 +161,8 @@ int cmd_eval(const ModelCommandOptions& o, bool dynamic) {
 
 int cmd_generate(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  LoadedModel lm = load_for(o);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
   const GenerateConfig& g = o.generate;
   std::string line = g.prompt.empty() ? "" : g.prompt + " |";
   for (const std::string& w : generate(*lm.model, lm.vocab, g)) {
@@ -183,7 +190,8 @@ std::string check_out_dir(const std::string& dir) {
 int cmd_rank(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const std::string data_dir = resolve_data_dir(o.data);
-  LoadedModel lm = load_for(o);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
   const Corpus corpus = load_corpus(data_dir, 1000000);
   check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
   const std::string dir = check_out_dir(o.out);
@@ -225,7 +233,8 @@ int cmd_rank(const ModelCommandOptions& o) {
 int cmd_pointer(const ModelCommandOptions& o) {
   if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const std::string data_dir = resolve_data_dir(o.data);
-  LoadedModel lm = load_for(o);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
   const Corpus corpus = load_corpus(data_dir, 1000000);
   check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
   PointerOptions p = o.pointer;

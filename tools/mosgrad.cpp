@@ -36,31 +36,6 @@ using namespace mg;
 
 namespace {
 
-const char* kUsage = R"(mosgrad — train and evaluate AWD-LSTM / Mixture-of-Softmaxes language models
-
-usage: mosgrad <command> [--flag value ...]
-
-commands:
-  train      train a model (start from --preset NAME; any flag below overrides it)
-  finetune   the MoS paper's second stage: ASGD from <save>/best.ckpt until validation stops improving
-  eval       perplexity of a saved model on the valid or test split
-  dyneval    dynamic evaluation (Krause et al. 2018) of a saved model
-  pointer    the neural cache pointer (Grave et al. 2017) on a saved model, with --grid on valid
-  generate   sample words from a saved model
-  export     write a saved model as .safetensors (PyTorch parameter names, flags in __metadata__)
-  import     turn a .safetensors file back into a mosgrad model checkpoint
-  plot       draw RUN_DIR/metrics.jsonl as RUN_DIR/curves.svg
-  rank       the softmax bottleneck on a saved model: numerical rank of its log-probability matrix
-  graph      the autograd graph of one forward pass of a model built from the train flags, as DOT
-  gradcheck  autograd's gradients of a small model against central differences, per parameter
-  bottleneck-demo  Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)
-  presets    list the presets and their settings
-  reproduce  a comparison plan of every head (train, finetune, dyneval, pointer, rank), resumable
-
-'mosgrad <command> --help' lists that command's flags; 'mosgrad help --markdown' all of them
-(docs/cli.md).
-)";
-
 // Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) all stop training cleanly: the checkpoint
 // is saved, and --resume continues exactly. A second signal ends the program at once.
 void on_stop_signal(int sig) {
@@ -415,6 +390,84 @@ int cmd_plot(int argc, char** argv) {
   return 0;
 }
 
+int cmd_presets(int, char**) {
+  for (const std::string& name : preset_names()) {
+    const TrainConfig c = preset_config(name);
+    std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g\n", name.c_str(),
+                c.model.summary().c_str(), static_cast<long long>(c.batch_size),
+                static_cast<long long>(c.bptt), c.lr, c.model.dropout, c.model.dropouth,
+                c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop);
+  }
+  return 0;
+}
+
+// Every command, one row: its name, what it does in one line (the usage text below is made from
+// these), and the function that runs it with the whole command line. Each command's flags are its
+// table in lm/commands.cpp (`mosgrad <command> --help`, docs/cli.md).
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);
+};
+
+int run_train(int argc, char** argv) {
+  return cmd_train(argc, argv, false);
+}
+int run_finetune(int argc, char** argv) {
+  return cmd_train(argc, argv, true);
+}
+int run_model_command(int argc, char** argv) {
+  return cmd_model(argv[1], argc, argv);
+}
+
+const Command kCommands[] = {
+    {"train", "train a model (start from --preset NAME; any flag below overrides it)", run_train},
+    {"finetune",
+     "the MoS paper's second stage: ASGD from <save>/best.ckpt until validation stops improving",
+     run_finetune},
+    {"eval", "perplexity of a saved model on the valid or test split", run_model_command},
+    {"dyneval", "dynamic evaluation (Krause et al. 2018) of a saved model", run_model_command},
+    {"pointer",
+     "the neural cache pointer (Grave et al. 2017) on a saved model, with --grid on valid",
+     run_model_command},
+    {"generate", "sample words from a saved model", run_model_command},
+    {"export",
+     "write a saved model as .safetensors (PyTorch parameter names, flags in __metadata__)",
+     run_model_command},
+    {"import", "turn a .safetensors file back into a mosgrad model checkpoint", run_model_command},
+    {"plot", "draw RUN_DIR/metrics.jsonl as RUN_DIR/curves.svg", cmd_plot},
+    {"rank",
+     "the softmax bottleneck on a saved model: numerical rank of its log-probability matrix",
+     run_model_command},
+    {"graph",
+     "the autograd graph of one forward pass of a model built from the train flags, as DOT",
+     cmd_graph},
+    {"gradcheck",
+     "autograd's gradients of a small model against central differences, per parameter",
+     cmd_gradcheck},
+    {"bottleneck-demo",
+     "Softmax, MoC, Sigsoftmax and MoS fitted to a high-rank distribution (synthetic, < 1 min)",
+     run_model_command},
+    {"presets", "list the presets and their settings", cmd_presets},
+    {"reproduce",
+     "a comparison plan of every head (train, finetune, dyneval, pointer, rank), resumable",
+     cmd_reproduce},
+};
+
+std::string usage() {
+  std::string text =
+      "mosgrad — train and evaluate AWD-LSTM / Mixture-of-Softmaxes language models\n\n"
+      "usage: mosgrad <command> [--flag value ...]\n\ncommands:\n";
+  for (const Command& c : kCommands) {
+    const std::string name = c.name;
+    text +=
+        "  " + name + std::string(name.size() < 10 ? 11 - name.size() : 2, ' ') + c.summary + "\n";
+  }
+  return text +
+         "\n'mosgrad <command> --help' lists that command's flags; 'mosgrad help --markdown' all "
+         "of them\n(docs/cli.md).\n";
+}
+
 int run(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "help" && argc > 2 && std::string(argv[2]) == "--markdown") {
@@ -422,29 +475,12 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (command.empty() || command == "--help" || command == "-h" || command == "help") {
-    std::fputs(kUsage, stdout);
+    std::fputs(usage().c_str(), stdout);
     return command.empty() ? 2 : 0;
   }
-  if (command == "train" || command == "finetune")
-    return cmd_train(argc, argv, command == "finetune");
-  const auto& names = model_command_names();
-  if (std::find(names.begin(), names.end(), command) != names.end())
-    return cmd_model(command, argc, argv);
-  if (command == "plot") return cmd_plot(argc, argv);
-  if (command == "reproduce") return cmd_reproduce(argc, argv);
-  if (command == "graph") return cmd_graph(argc, argv);
-  if (command == "gradcheck") return cmd_gradcheck(argc, argv);
-  if (command == "presets") {
-    for (const std::string& name : preset_names()) {
-      const TrainConfig c = preset_config(name);
-      std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g\n", name.c_str(),
-                  c.model.summary().c_str(), static_cast<long long>(c.batch_size),
-                  static_cast<long long>(c.bptt), c.lr, c.model.dropout, c.model.dropouth,
-                  c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop);
-    }
-    return 0;
-  }
-  std::fprintf(stderr, "mosgrad: unknown command '%s'\n\n%s", command.c_str(), kUsage);
+  for (const Command& c : kCommands)
+    if (command == c.name) return c.run(argc, argv);
+  std::fprintf(stderr, "mosgrad: unknown command '%s'\n\n%s", command.c_str(), usage().c_str());
   return 2;
 }
 

@@ -24,6 +24,7 @@
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/optim.h"
+#include "lm/run_checks.h"
 #include "lm/run_record.h"
 #include "lm/train_state.h"
 #include "tensor/parallel.h"
@@ -38,55 +39,6 @@ std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens
   return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
 }
 
-// A loss far above guessing uniformly (ln V nats per word) means training has diverged, even while
-// it is still finite ("ppl inf"): such weights must neither train on nor be kept as the best model.
-double diverged_loss(int64_t V) {
-  return std::max(20.0, 4.0 * std::log(static_cast<double>(V)));
-}
-
-std::string diverged_message(const std::string& what, double value, int64_t step, int64_t V,
-                             const std::string& state_path) {
-  const bool norm = what == "gradient norm";  // checked before the update; a loss after it
-  return "training diverged: the " + what + " is " + std::to_string(value) +
-         (norm ? "" : " nats per word") + " at step " + std::to_string(step) +
-         (norm ? "; the weights were not updated"
-               : " (guessing uniformly scores ln V = " +
-                     std::to_string(std::log(static_cast<double>(V))) + ")") +
-         "; nothing was saved, and " + state_path +
-         " (if any) holds the last good state (lower --lr" + (norm ? " or --clip?)" : "?)");
-}
-
-// Never replace a user's run with a worse or half-made one: without --resume a directory that holds
-// a run is refused; with it, there must be something to resume. And both splits must have targets
-// (a validation with none would score ppl 1 and be "best" forever).
-void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
-                      const Corpus& corpus, const Batched& train_data, const Batched& val_data) {
-  if (cfg.resume && !std::filesystem::exists(state_path))
-    throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
-                                (finetune ? " (start finetuning without --resume)"
-                                          : " (start a new run without --resume)"));
-  if (!cfg.resume && !finetune && std::filesystem::exists(state_path))
-    throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + state_path +
-                                "): continue it with --resume, or choose another --save");
-  if (!cfg.resume && !finetune &&
-      std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before
-    throw std::invalid_argument(
-        "--save " + cfg.save + " already holds a model (" + cfg.save + "/best.ckpt) but no " +
-        state_path +
-        " to resume: choose another --save, or move that best.ckpt away to start over");
-  if (val_data.rows < 2)
-    throw std::invalid_argument(
-        "the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
-        std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
-        " tokens); it needs at least 2 tokens per column");
-  if (train_data.rows < 2)
-    throw std::invalid_argument("the training split of " + corpus.dir +
-                                " is too short for --batch_size " + std::to_string(cfg.batch_size));
-  if (cfg.test_at_end)  // the test score at the end, refused now rather than after the training
-    require_eval_targets(static_cast<int64_t>(corpus.test.size()), cfg.test_batch_size,
-                         "the test split of " + corpus.dir + " (--test-at-end false skips it)");
-}
-
 // best.ckpt and the validation loss of the model in it, measured as this run measures. The file is
 // only ever replaced by a model better than the one it holds: when resuming, it may hold another
 // run's model (a finetune's, better than this run's own record of its best), so it is scored once.
@@ -95,30 +47,63 @@ struct BestModelFile {
   double loss = INFINITY;  // INFINITY: no file yet
 };
 
+// Everything one training run works on, so that the helpers below take the run instead of a dozen
+// parameters each; train_lm's loop reads top to bottom over the same names. The inputs and the
+// model are train_lm's; the state that the loop advances is the run's own.
+struct Run {
+  const TrainConfig& cfg;
+  const Corpus& corpus;
+  const bool finetune;
+  const RunFiles& files;
+  const Batched& train_data;  // B columns
+  const Batched& val_data;    // eval_batch_size columns
+  RNNModel& model;
+  std::function<void(const std::string&)> say;  // a line for the display (none without one)
+  std::unique_ptr<Optimizer> opt;  // SGD, ASGD after NT-ASGD's switch (or from a finetune's start)
+  TrainState st;                   // where the run is: epoch, step, position, best validation
+  Hidden hidden;                   // the LSTM state carried from one segment to the next
+  Generator bptt_gen;              // variable BPTT's segment lengths
+  BestModelFile best;              // best.ckpt and the loss of the model it holds
+
+  Run(const TrainConfig& c, const Corpus& data, bool fine, const RunFiles& f, const Batched& train,
+      const Batched& val, RNNModel& m, std::function<void(const std::string&)> display)
+      : cfg(c),
+        corpus(data),
+        finetune(fine),
+        files(f),
+        train_data(train),
+        val_data(val),
+        model(m),
+        say(std::move(display)),
+        hidden(m.init_hidden(c.batch_size)),
+        bptt_gen(c.seed * 2654435761u + 17) {}
+};
+
 // Validation of the weights reached (ASGD's averaged ones). st.best_val follows this run's best;
 // the weights replace best.ckpt only when they beat the file. Returns the loss and whether
 // best.ckpt now holds as good a model (saved now, or equal to it: an epoch replayed after a crash
 // that came between saving best.ckpt and the state).
-std::pair<double, bool> validate_and_keep_best(RNNModel& model, Optimizer& opt,
-                                               const Batched& val_data, int64_t bptt,
-                                               TrainState& st, BestModelFile& best,
-                                               const Vocab& vocab, const std::string& state_path,
-                                               const std::function<void(const std::string&)>& say) {
+std::pair<double, bool> validate_and_keep_best(Run& r) {
+  Optimizer& opt = *r.opt;
+  TrainState& st = r.st;
+  BestModelFile& best = r.best;
+  const Vocab& vocab = r.corpus.vocab;
+  const std::string& state_path = r.files.state;
   opt.swap_in_average();
-  const double val_loss = evaluate(model, val_data, bptt).loss;
+  const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt).loss;
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
   if (val_loss < st.best_val) st.best_val = val_loss;
   const bool keep = val_loss < best.loss;
   if (keep) {
-    save_model(best.path, model, vocab,
+    save_model(best.path, r.model, vocab,
                {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
     best.loss = val_loss;
   } else if (val_loss <= st.best_val && best.loss < val_loss) {
-    say("valid ppl " + std::to_string(std::exp(val_loss)) + " is this run's best, but " +
-        best.path + " holds a better model (ppl " + std::to_string(std::exp(best.loss)) +
-        "): kept that one");
+    r.say("valid ppl " + std::to_string(std::exp(val_loss)) + " is this run's best, but " +
+          best.path + " holds a better model (ppl " + std::to_string(std::exp(best.loss)) +
+          "): kept that one");
   }
   opt.swap_out_average();
   return {val_loss, val_loss <= best.loss};
@@ -137,20 +122,21 @@ LoadedModel load_model_for_run(const std::string& path, const TrainConfig& cfg) 
 // file's model scored at the start (st.best_val); a resumed run scores the file's model on its own
 // validation data (vocabulary checked), which may differ from its record of its best: the file may
 // hold a finetune's model, and --max_eval_tokens / --eval_batch_size may have changed.
-BestModelFile best_model_file(const TrainConfig& cfg, const RunFiles& files, const TrainState& st,
-                              const Corpus& corpus, const Batched& val_data,
-                              const std::function<void(const std::string&)>& say) {
+BestModelFile best_model_file(const Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const RunFiles& files = r.files;
+  const TrainState& st = r.st;
   BestModelFile best{files.best, INFINITY};
   if (!std::filesystem::exists(files.best)) return best;
   if (!cfg.resume) return best.loss = st.best_val, best;
   const LoadedModel on_disk = load_model_for_run(files.best, cfg);
-  check_same_vocab(corpus.vocab, on_disk.vocab, files.best);
-  const double loss = evaluate(*on_disk.model, val_data, cfg.bptt).loss;
+  check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
+  const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt).loss;
   best.loss = std::isnan(loss) ? INFINITY : loss;
   if (best.loss < st.best_val)
-    say(files.best + " holds a better model than this run's best (valid ppl " +
-        std::to_string(std::exp(best.loss)) + " against " + std::to_string(std::exp(st.best_val)) +
-        "): only a better one replaces it");
+    r.say(files.best + " holds a better model than this run's best (valid ppl " +
+          std::to_string(std::exp(best.loss)) + " against " +
+          std::to_string(std::exp(st.best_val)) + "): only a better one replaces it");
   return best;
 }
 
@@ -165,80 +151,77 @@ std::string stop_reason(const TrainConfig& cfg, const TrainState& st, double ela
 
 // The optimizer and state the run starts from: fresh; the best model with ASGD from the first step
 // (finetuning, which must then beat that model's validation); or everything from the checkpoint.
-void start_state(const TrainConfig& cfg, const Corpus& corpus, bool finetune, const RunFiles& files,
-                 const Batched& val_data, RNNModel& model, std::unique_ptr<Optimizer>& opt,
-                 TrainState& st, Hidden& hidden, Generator& bptt_gen,
-                 const std::function<void(const std::string&)>& say) {
-  if (finetune) {
+void start_state(Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const RunFiles& files = r.files;
+  RNNModel& model = r.model;
+  TrainState& st = r.st;
+  if (r.finetune) {
     const Checkpoint ck = load_checkpoint(files.best);
     // The model must be for this corpus's words in this order: finetuning another corpus's model
     // would save it over best.ckpt with this vocabulary, scoring nonsense.
-    check_same_vocab(corpus.vocab, model_from_checkpoint(ck).vocab, files.best);
+    check_same_vocab(r.corpus.vocab, model_from_checkpoint(ck).vocab, files.best);
     load_parameters(model, ck.tensors, "model.", files.best);
     st.optimizer = OptimizerKind::ASGD;
   } else if (cfg.optimizer == "adam") {
     st.optimizer = OptimizerKind::Adam;
   }
-  opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+  r.opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
   if (cfg.resume) {
-    restore_state(files.state, cfg, corpus, model, opt, st, hidden, bptt_gen);
-    say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
-        std::to_string(st.step));
-  } else if (finetune) {
-    st.best_val = evaluate(model, val_data, cfg.bptt).loss;
-    say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
-        ")");
+    restore_state(files.state, cfg, r.corpus, model, r.opt, st, r.hidden, r.bptt_gen);
+    r.say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
+          std::to_string(st.step));
+  } else if (r.finetune) {
+    st.best_val = evaluate(model, r.val_data, cfg.bptt).loss;
+    r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
+          ")");
   }
-  say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
-      (cfg.device == Device::CUDA ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
-                                  : std::to_string(num_threads()) + " threads"));
+  r.say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
+        (cfg.device == Device::CUDA
+             ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
+             : std::to_string(num_threads()) + " threads"));
 }
 
 // NT-ASGD (AWD-LSTM §3): switch SGD -> ASGD once validation is worse than the best of all epochs
 // but the last `nonmono`. When finetuning the same test ends the run: returns true then.
-bool nt_asgd(const TrainConfig& cfg, bool finetune, double val_loss, TrainState& st,
-             RNNModel& model, std::unique_ptr<Optimizer>& opt,
-             const std::function<void(const std::string&)>& say) {
+bool nt_asgd(Run& r, double val_loss) {
+  const TrainConfig& cfg = r.cfg;
+  TrainState& st = r.st;
   const size_t k = static_cast<size_t>(cfg.nonmono);
   const bool non_monotone =
       st.val_history.size() > k &&
       val_loss > *std::min_element(st.val_history.begin(), st.val_history.end() - k);
   st.val_history.push_back(val_loss);
   if (non_monotone && st.optimizer == OptimizerKind::SGD) {
-    say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) +
-        " epochs)");
+    r.say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) +
+          " epochs)");
     st.optimizer = OptimizerKind::ASGD;
-    opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+    r.opt = std::make_unique<Optimizer>(st.optimizer, r.model.named_parameters(), cfg.wdecay);
     return false;
   }
-  if (non_monotone && finetune) say("finetuning done: validation stopped improving");
-  return non_monotone && finetune;
+  if (non_monotone && r.finetune) r.say("finetuning done: validation stopped improving");
+  return non_monotone && r.finetune;
 }
 
 // A budget stop scores the weights reached ("validation perplexity after 15 minutes"), keeps them
 // when best, and records that validation, so a short run's metrics file is not empty.
-double validate_at_stop(RNNModel& model, Optimizer& opt, const Batched& val_data, int64_t bptt,
-                        TrainState& st, const RunFiles& files, BestModelFile& best,
-                        const Vocab& vocab, MetricsWriter& metrics, double elapsed_s,
-                        const std::function<void(const std::string&)>& say) {
-  const auto [val_loss, improved] =
-      validate_and_keep_best(model, opt, val_data, bptt, st, best, vocab, files.state, say);
-  EpochMetrics em = epoch_record(st, val_loss, improved, elapsed_s);
+double validate_at_stop(Run& r, MetricsWriter& metrics, double elapsed_s) {
+  const auto [val_loss, improved] = validate_and_keep_best(r);
+  EpochMetrics em = epoch_record(r.st, val_loss, improved, elapsed_s);
   em.at_stop = true;
   metrics.write(em);
-  say("validation at the stop: loss " + std::to_string(val_loss) + ", ppl " +
-      std::to_string(std::exp(val_loss)));
+  r.say("validation at the stop: loss " + std::to_string(val_loss) + ", ppl " +
+        std::to_string(std::exp(val_loss)));
   return val_loss;
 }
 
 // The papers' test figure: the best model on the test split with batch size 1.
-double test_best_model(const TrainConfig& cfg, const Corpus& corpus, const std::string& best_path,
-                       const std::function<void(const std::string&)>& say) {
-  const LoadedModel best = load_model_for_run(best_path, cfg);
+double test_best_model(const Run& r) {
+  const LoadedModel best = load_model_for_run(r.files.best, r.cfg);
   const EvalResult test =
-      evaluate(*best.model, batchify(corpus.test, cfg.test_batch_size), cfg.bptt);
-  say("test loss " + std::to_string(test.loss) + ", test ppl " + std::to_string(test.perplexity()) +
-      " (" + std::to_string(test.targets) + " targets)");
+      evaluate(*best.model, batchify(r.corpus.test, r.cfg.test_batch_size), r.cfg.bptt);
+  r.say("test loss " + std::to_string(test.loss) + ", test ppl " +
+        std::to_string(test.perplexity()) + " (" + std::to_string(test.targets) + " targets)");
   return test.loss;
 }
 
@@ -302,12 +285,14 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // when the run ends).
   const ComputePathsScope compute(paths, &model);
   model.to(cfg.device);
-  Generator bptt_gen(cfg.seed * 2654435761u + 17);
-  TrainState st;
-  std::unique_ptr<Optimizer> opt;
-  Hidden hidden = model.init_hidden(cfg.batch_size);
-  start_state(cfg, corpus, finetune, files, val_data, model, opt, st, hidden, bptt_gen, say);
-  BestModelFile best = best_model_file(cfg, files, st, corpus, val_data, say);
+  Run run(cfg, corpus, finetune, files, train_data, val_data, model, say);
+  start_state(run);
+  run.best = best_model_file(run);
+  // The names the loop below reads and advances.
+  TrainState& st = run.st;
+  Hidden& hidden = run.hidden;
+  std::unique_ptr<Optimizer>& opt = run.opt;
+  Generator& bptt_gen = run.bptt_gen;
 
   if (cfg.resume) {
     drop_records_after(files.metrics, st.step);  // records written after the checkpoint
@@ -370,8 +355,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
       result.stopped = true, result.stop_reason = reason;
       if (!training_stop_requested())
-        result.final_val_loss = validate_at_stop(model, *opt, val_data, cfg.bptt, st, files, best,
-                                                 corpus.vocab, metrics, elapsed(), say);
+        result.final_val_loss = validate_at_stop(run, metrics, elapsed());
       result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
       if (hooks.display) hooks.display->finish();
       say("stopped: " + reason + "; checkpoint saved to " + files.state +
@@ -380,13 +364,12 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     }
 
     // ---- end of epoch: validate (ASGD evaluates its averaged weights), keep the best model ----
-    const auto [val_loss, improved] = validate_and_keep_best(model, *opt, val_data, cfg.bptt, st,
-                                                             best, corpus.vocab, files.state, say);
+    const auto [val_loss, improved] = validate_and_keep_best(run);
     EpochMetrics em = epoch_record(st, val_loss, improved, elapsed());
     em.epoch_s = std::chrono::duration<double>(TrainClock::now() - epoch_start).count();
     metrics.write(em);
     if (hooks.display) hooks.display->epoch(em);
-    const bool done = nt_asgd(cfg, finetune, val_loss, st, model, opt, say);
+    const bool done = nt_asgd(run, val_loss);
 
     // The state to resume from starts the next epoch.
     st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0, st.elapsed_s = elapsed();
@@ -402,7 +385,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 
   result.steps = st.step, result.best_val_loss = st.best_val;
   if (cfg.test_at_end && std::filesystem::exists(files.best))
-    result.test_loss = test_best_model(cfg, corpus, files.best, say);
+    result.test_loss = test_best_model(run);
   return result;
 }
 

@@ -1,0 +1,55 @@
+// What a training run refuses (lm/run_checks.h).
+#include "lm/run_checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <stdexcept>
+
+namespace mg {
+
+double diverged_loss(int64_t V) {
+  return std::max(20.0, 4.0 * std::log(static_cast<double>(V)));
+}
+
+std::string diverged_message(const std::string& what, double value, int64_t step, int64_t V,
+                             const std::string& state_path) {
+  const bool norm = what == "gradient norm";  // checked before the update; a loss after it
+  return "training diverged: the " + what + " is " + std::to_string(value) +
+         (norm ? "" : " nats per word") + " at step " + std::to_string(step) +
+         (norm ? "; the weights were not updated"
+               : " (guessing uniformly scores ln V = " +
+                     std::to_string(std::log(static_cast<double>(V))) + ")") +
+         "; nothing was saved, and " + state_path +
+         " (if any) holds the last good state (lower --lr" + (norm ? " or --clip?)" : "?)");
+}
+
+void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
+                      const Corpus& corpus, const Batched& train_data, const Batched& val_data) {
+  if (cfg.resume && !std::filesystem::exists(state_path))
+    throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
+                                (finetune ? " (start finetuning without --resume)"
+                                          : " (start a new run without --resume)"));
+  if (!cfg.resume && !finetune && std::filesystem::exists(state_path))
+    throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + state_path +
+                                "): continue it with --resume, or choose another --save");
+  if (!cfg.resume && !finetune &&
+      std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before
+    throw std::invalid_argument(
+        "--save " + cfg.save + " already holds a model (" + cfg.save + "/best.ckpt) but no " +
+        state_path +
+        " to resume: choose another --save, or move that best.ckpt away to start over");
+  if (val_data.rows < 2)
+    throw std::invalid_argument(
+        "the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
+        std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
+        " tokens); it needs at least 2 tokens per column");
+  if (train_data.rows < 2)
+    throw std::invalid_argument("the training split of " + corpus.dir +
+                                " is too short for --batch_size " + std::to_string(cfg.batch_size));
+  if (cfg.test_at_end)  // the test score at the end, refused now rather than after the training
+    require_eval_targets(static_cast<int64_t>(corpus.test.size()), cfg.test_batch_size,
+                         "the test split of " + corpus.dir + " (--test-at-end false skips it)");
+}
+
+}  // namespace mg

@@ -1,0 +1,28 @@
+// What a training run refuses (lm/train.cpp): inputs that cannot work, checked before any work,
+// and a loss or gradient that has diverged, checked at every step.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "lm/batching.h"
+#include "lm/corpus.h"
+#include "lm/train_config.h"
+
+namespace mg {
+
+// A loss far above guessing uniformly (ln V nats per word) means training has diverged, even while
+// it is still finite ("ppl inf"): such weights must neither train on nor be kept as the best model.
+double diverged_loss(int64_t V);
+// The error for a diverged `what` ("training loss", "validation loss", "gradient norm") at `step`,
+// saying what was (not) saved and what to try.
+std::string diverged_message(const std::string& what, double value, int64_t step, int64_t V,
+                             const std::string& state_path);
+
+// Never replace a user's run with a worse or half-made one: without --resume a directory that holds
+// a run is refused; with it, there must be something to resume. And both splits must have targets
+// (a validation with none would score ppl 1 and be "best" forever).
+void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
+                      const Corpus& corpus, const Batched& train_data, const Batched& val_data);
+
+}  // namespace mg

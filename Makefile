@@ -46,9 +46,11 @@ endif
 # so `call mg_print(&t)` works in a gdb session of mosgrad as well as of the tests.
 LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 
-LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp)
+# The library is every layer (tools/check_layers.sh) but the program's main, cli/mosgrad.cpp.
+LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp) \
+             $(filter-out cli/mosgrad.cpp,$(wildcard cli/*.cpp))
 TEST_SRCS := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp
-TOOL_SRCS := $(wildcard tools/*.cpp)
+TOOL_SRCS := $(wildcard cli/mosgrad.cpp)  # the mosgrad program's main
 BENCH_SRCS:= $(wildcard bench/*.cpp)
 
 LIB_OBJS  := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)

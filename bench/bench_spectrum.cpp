@@ -1,5 +1,6 @@
 // The pieces of `mosgrad rank` on PTB-sized inputs, timed: the double Gram AᵀA of a block of
-// contexts (tensor/gemm_f64.h) and the eigenvalues of an n x n symmetric matrix (lm/spectrum.h).
+// contexts (tensor/gemm_f64.h) and the eigenvalues of an n x n symmetric matrix
+// (analysis/spectrum.h).
 //   build/release/bench/bench_spectrum [--n 4000] [--rows 2048] [--cols 10000] [--threads T]
 // Prints seconds and G multiply-adds per second; extrapolate to V = 10,000 with n³.
 #include <chrono>
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lm/spectrum.h"
+#include "analysis/spectrum.h"
 #include "tensor/parallel.h"
 
 int main(int argc, char** argv) {

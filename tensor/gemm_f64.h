@@ -1,5 +1,5 @@
 // Double-precision matrix products for the instruments that measure the softmax bottleneck
-// (`mosgrad rank`, lm/rank.cpp and lm/spectrum.cpp): the head's logits recomputed in double, and
+// (`mosgrad rank`, analysis/rank.cpp and analysis/spectrum.cpp): the head's logits recomputed in double, and
 // the Gram matrix AᵀA of the log-probability matrix over all of PTB valid (73,760 x 10,000: 3.7e12
 // multiply-adds, an hour as dot products, a minute here).
 //

@@ -9,7 +9,7 @@
 
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
-#include "lm/commands.h"
+#include "cli/commands.h"
 #include "nn/rnn_model.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"

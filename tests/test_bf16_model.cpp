@@ -218,8 +218,8 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
           gemm_packed_b_cols(s.M, j0, std::min(step, s.N - j0), s.K, 0.5f, A.data(), s.K, packed,
                              0.75f, slabs.data() + j0, s.N);
         EXPECT_EQ(0, std::memcmp(slabs.data(), want.data(), sizeof(float) * want.numel()))
-            << "slabs of " << step << " columns: " << s.M << "x" << s.K << "@" << s.K << "x"
-            << s.N << ", " << threads << " threads";
+            << "slabs of " << step << " columns: " << s.M << "x" << s.K << "@" << s.K << "x" << s.N
+            << ", " << threads << " threads";
       }
     }
   set_num_threads(saved);

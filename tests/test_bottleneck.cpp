@@ -1,14 +1,15 @@
-// The softmax bottleneck instruments: the double-precision head (lm/head_double.h) agrees with the
-// float heads, and bottleneck-demo (lm/bottleneck_demo.h) shows what the issue promises: MoS ends
-// closer to a high-rank truth than Softmax and MoC at equal d, and Softmax / MoC never exceed d+2.
+// The softmax bottleneck instruments: the double-precision head (analysis/head_double.h) agrees
+// with the float heads, and bottleneck-demo (analysis/bottleneck_demo.h) shows what the issue
+// promises: MoS ends closer to a high-rank truth than Softmax and MoC at equal d, and Softmax / MoC
+// never exceed d+2.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "analysis/bottleneck_demo.h"
+#include "analysis/head_double.h"
+#include "analysis/spectrum.h"
 #include "autograd/ops.h"
-#include "lm/bottleneck_demo.h"
-#include "lm/head_double.h"
-#include "lm/spectrum.h"
 #include "tensor/parallel.h"
 
 using namespace mg;

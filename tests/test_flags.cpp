@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "lm/commands.h"
+#include "cli/commands.h"
 #include "lm/train.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"

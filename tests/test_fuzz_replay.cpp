@@ -1,6 +1,6 @@
 // Replays the fuzz targets' inputs (tests/fuzz/targets.h): the seed corpus (committed text seeds,
-// generated model files) and every crash reproducer that `make fuzz` ever found. Each must load or be refused with a clear error,
-// in this ordinary build too, so a fixed crash stays fixed.
+// generated model files) and every crash reproducer that `make fuzz` ever found. Each must load or
+// be refused with a clear error, in this ordinary build too, so a fixed crash stays fixed.
 #include <gtest/gtest.h>
 
 #include <filesystem>

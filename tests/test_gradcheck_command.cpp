@@ -1,6 +1,6 @@
-// `mosgrad gradcheck` (lm/model_gradcheck.h): every head, on the fused and the reference paths,
-// passes against central differences; a corrupted gradient fails, on its parameter only; its flags
-// are checked like train's.
+// `mosgrad gradcheck` (analysis/model_gradcheck.h): every head, on the fused and the reference
+// paths, passes against central differences; a corrupted gradient fails, on its parameter only; its
+// flags are checked like train's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "lm/commands.h"
-#include "lm/model_gradcheck.h"
+#include "analysis/model_gradcheck.h"
+#include "cli/commands.h"
 #include "tests/test_util.h"
 
 using namespace mg;

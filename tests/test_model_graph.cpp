@@ -1,9 +1,9 @@
-// `mosgrad graph` (lm/model_graph.h): the DOT of one forward pass names the ops and the parameters
-// of the model the flags describe, and its flags are checked like train's.
+// `mosgrad graph` (analysis/model_graph.h): the DOT of one forward pass names the ops and the
+// parameters of the model the flags describe, and its flags are checked like train's.
 #include <gtest/gtest.h>
 
-#include "lm/commands.h"
-#include "lm/model_graph.h"
+#include "analysis/model_graph.h"
+#include "cli/commands.h"
 #include "tests/test_util.h"
 
 using namespace mg;

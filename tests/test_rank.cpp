@@ -1,13 +1,14 @@
-// `mosgrad rank` on small models (lm/rank.h): a softmax and a MoC head stay within d+2 whatever the
-// weights, a MoS head with weights at a trained model's scale goes far above, on either Gram side;
-// the outputs name what they show; impossible requests are refused before any work.
+// `mosgrad rank` on small models (analysis/rank.h): a softmax and a MoC head stay within d+2
+// whatever the weights, a MoS head with weights at a trained model's scale goes far above, on
+// either Gram side; the outputs name what they show; impossible requests are refused before any
+// work.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "analysis/rank.h"
 #include "autograd/node.h"
 #include "lm/batching.h"
-#include "lm/rank.h"
 #include "tensor/parallel.h"
 #include "tests/test_util.h"
 

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "autograd/node.h"
-#include "lm/commands.h"
+#include "cli/commands.h"
 #include "lm/train.h"
 #include "tensor/gemm.h"
 #include "tests/test_trainer_util.h"

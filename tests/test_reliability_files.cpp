@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "analysis/rank.h"
 #include "io/checkpoint.h"
 #include "io/read_file.h"
 #include "io/same_file.h"
@@ -21,7 +22,6 @@
 #include "lm/learning_curves.h"
 #include "lm/metrics.h"
 #include "lm/model_io.h"
-#include "lm/rank.h"
 #include "lm/train.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"

@@ -1,4 +1,4 @@
-// `mosgrad reproduce` (lm/reproduce.h): the quick plan end to end on a PTB slice — every run
+// `mosgrad reproduce` (cli/reproduce.h): the quick plan end to end on a PTB slice — every run
 // through every stage, one line each in results.jsonl, the tables and the figure drawn from them;
 // a second call redoes nothing; a plan stopped in a training stage continues exactly; bad
 // requests and a damaged results file are clear errors before any work.
@@ -9,14 +9,14 @@
 #include <fstream>
 #include <set>
 
+#include "cli/reproduce.h"
+#include "cli/reproduce_results.h"
 #include "io/read_file.h"
 #include "io/run_lock.h"
 #include "lm/batching.h"
 #include "lm/corpus.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
-#include "lm/reproduce.h"
-#include "lm/reproduce_results.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
 #include "tests/test_trainer_util.h"

@@ -1,13 +1,13 @@
-// The hand-written symmetric eigensolver and the numerical rank of `mosgrad rank` (lm/spectrum.h):
-// known spectra come back, a softmax log-probability matrix has rank exactly d+2, a random one is
-// full rank, and both Gram sides agree.
+// The hand-written symmetric eigensolver and the numerical rank of `mosgrad rank`
+// (analysis/spectrum.h): known spectra come back, a softmax log-probability matrix has rank exactly
+// d+2, a random one is full rank, and both Gram sides agree.
 #include <gtest/gtest.h>
 
 #include <cfloat>
 #include <cmath>
 #include <vector>
 
-#include "lm/spectrum.h"
+#include "analysis/spectrum.h"
 #include "tensor/philox.h"
 
 using namespace mg;

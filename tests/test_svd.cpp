@@ -1,6 +1,6 @@
-// Singular values from the matrix itself (lm/svd.h): matrices built with known singular values
-// (A = U diag(σ) Wᵀ with U, W products of random reflections), across the QR's panel edges and
-// both shapes; a block-by-block TallQR gives what the whole matrix gives; and a matrix whose
+// Singular values from the matrix itself (analysis/svd.h): matrices built with known singular
+// values (A = U diag(σ) Wᵀ with U, W products of random reflections), across the QR's panel edges
+// and both shapes; a block-by-block TallQR gives what the whole matrix gives; and a matrix whose
 // smallest singular values sit between the Gram's threshold and the standard one is counted at
 // its true rank, where the Gram's eigenvalues could not see them.
 #include <gtest/gtest.h>
@@ -9,8 +9,8 @@
 #include <cfloat>
 #include <cmath>
 
-#include "lm/spectrum.h"
-#include "lm/svd.h"
+#include "analysis/spectrum.h"
+#include "analysis/svd.h"
 #include "tensor/philox.h"
 
 using namespace mg;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "lm/commands.h"
+#include "cli/commands.h"
 
 using namespace mg;
 
@@ -25,7 +25,7 @@ std::string tutorial() {
   return s.str();
 }
 
-// Parses `words` (argv[1] is the command) the way tools/mosgrad.cpp does, without running it.
+// Parses `words` (argv[1] is the command) the way cli/mosgrad.cpp does, without running it.
 void parse(std::vector<std::string> words) {
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
@@ -59,7 +59,7 @@ TEST(Tutorial, EveryMosgradCommandParses) {
     std::istringstream words(line.substr(prefix.size()));
     std::vector<std::string> w;
     for (std::string x; words >> x && x != "|";) w.push_back(x);  // the mosgrad part of a pipe
-    if (!w.empty() && w[0] == "!") w.erase(w.begin());  // "expected to fail" still parses
+    if (!w.empty() && w[0] == "!") w.erase(w.begin());            // "expected to fail" still parses
     if (w.size() < 2 || w[0] != "build/release/mosgrad") continue;
     w[0] = "mosgrad";
     ++commands;
@@ -70,7 +70,8 @@ TEST(Tutorial, EveryMosgradCommandParses) {
 
 TEST(Tutorial, EveryFileItNamesExists) {
   const std::string text = tutorial();
-  const std::regex path(R"(`((?:autograd|nn|lm|tensor|tools|tests|docs|io|cuda)/[A-Za-z0-9_./-]+))");
+  const std::regex path(
+      R"(`((?:autograd|nn|lm|tensor|tools|tests|docs|io|cuda)/[A-Za-z0-9_./-]+))");
   int files = 0;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator();
        ++it) {

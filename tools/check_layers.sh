@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The folders are layers, lowest first: cuda -> tensor -> autograd -> nn -> io -> lm -> tools. A file may
-# include headers of its own folder and of the folders below it, never above: tensor/ can then be
-# read and tested without autograd/, autograd/ without nn/, and so on. tests/ and bench/ sit on top
+# The folders are layers, lowest first: cuda -> tensor -> autograd -> nn -> io -> lm -> analysis ->
+# cli -> tools (lm/ trains and evaluates; analysis/ holds the bottleneck instruments built on it;
+# cli/ the mosgrad program, its flag tables and the reproduce harness that runs its commands). A
+# file may include headers of its own folder and of the folders below it, never above: tensor/ can
+# then be read and tested without autograd/, autograd/ without nn/, and so on. tests/ and bench/ sit on top
 # and may include anything. `make test` runs this first (also `make check-layers`); it prints every
 # include that breaks the order, with its file and line, and exits 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # In layer order; tests/ and bench/ share the top.
-FOLDERS=(cuda tensor autograd nn io lm tools tests bench)
-declare -A rank=([cuda]=0 [tensor]=1 [autograd]=2 [nn]=3 [io]=4 [lm]=5 [tools]=6 [tests]=7 [bench]=7)
+FOLDERS=(cuda tensor autograd nn io lm analysis cli tools tests bench)
+declare -A rank=([cuda]=0 [tensor]=1 [autograd]=2 [nn]=3 [io]=4 [lm]=5 [analysis]=6 [cli]=7 [tools]=8
+                 [tests]=9 [bench]=9)
 
 checked=0 bad=0
 while IFS= read -r hit; do
@@ -27,7 +30,7 @@ while IFS= read -r hit; do
     bad=$((bad + 1))
   elif ((rank[$to] > rank[$from])); then
     echo "$file:$line: #include \"$target\": $from/ may not include $to/, a higher layer" \
-         "(cuda -> tensor -> autograd -> nn -> io -> lm -> tools)"
+         "(cuda -> tensor -> autograd -> nn -> io -> lm -> analysis -> cli -> tools)"
     bad=$((bad + 1))
   fi
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
@@ -42,4 +45,4 @@ if ((bad > 0)); then
   echo "check_layers: $bad forbidden include(s) of $checked"
   exit 1
 fi
-echo "check_layers: ok, $checked includes follow cuda -> tensor -> autograd -> nn -> io -> lm -> tools"
+echo "check_layers: ok, $checked includes follow cuda -> tensor -> autograd -> nn -> io -> lm -> analysis -> cli -> tools"

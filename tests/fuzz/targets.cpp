@@ -6,7 +6,7 @@
 
 #include "io/crc32.h"
 #include "io/little_endian.h"
-#include "lm/commands.h"
+#include "cli/commands.h"
 #include "lm/corpus.h"
 #include "lm/learning_curves.h"
 #include "lm/model_io.h"

@@ -3,15 +3,15 @@
 // al. 2017: a softmax head's A = H Wᵀ + b 1ᵀ − lse 1ᵀ... has rank ≤ d+2, a mixture of softmaxes
 // not).
 //
-// How: σ from A itself (lm/svd.h: Householder QR, bidiagonalisation, QL on the Golub–Kahan form),
-// accurate to ~ε·σ_max, and the standard tolerance σ_max·max(N,V)·ε.
+// How: σ from A itself (analysis/svd.h: Householder QR, bidiagonalisation, QL on the Golub–Kahan
+// form), accurate to ~ε·σ_max, and the standard tolerance σ_max·max(N,V)·ε.
 //
 // Why not the Gram (what `rank` did until 2026-11-25, still here for comparison and the
 // benchmark): forming A Aᵀ squares the condition number, so its eigenvalues are accurate only to
-// ε·λ_max and σ = sqrt(λ) to ~sqrt(ε)·σ_max; the only threshold it supports is σ_max·sqrt(max(N,V)·ε)
-// (1.5e-6·σ_max at V = 10,000), and every σ between that and the standard tolerance is lost: a
-// tiny MoS model over 3,000 contexts read 59, below the softmax bound d+2 = 66, where an SVD
-// counts 822.
+// ε·λ_max and σ = sqrt(λ) to ~sqrt(ε)·σ_max; the only threshold it supports is
+// σ_max·sqrt(max(N,V)·ε) (1.5e-6·σ_max at V = 10,000), and every σ between that and the standard
+// tolerance is lost: a tiny MoS model over 3,000 contexts read 59, below the softmax bound d+2 =
+// 66, where an SVD counts 822.
 #pragma once
 
 #include <cstdint>
@@ -53,12 +53,12 @@ struct Spectrum {
 // the difference, tests/test_svd.cpp).
 Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, int64_t V);
 
-// The spectrum from singular values computed from A itself (lm/svd.h), at the standard
+// The spectrum from singular values computed from A itself (analysis/svd.h), at the standard
 // numerical-rank tolerance σ_max·max(N,V)·ε (LAPACK's, numpy.linalg.matrix_rank's, the one the
 // MoS paper's rank table is comparable to).
 Spectrum spectrum_from_singular_values(std::vector<double> sigma, int64_t N, int64_t V);
 
-// The whole path for a matrix held in memory: a [N,V] row-major; σ from A itself (lm/svd.h).
+// The whole path for a matrix held in memory: a [N,V] row-major; σ from A itself (analysis/svd.h).
 Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V);
 
 }  // namespace mg

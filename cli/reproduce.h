@@ -1,7 +1,7 @@
-// `mosgrad reproduce --plan NAME --out DIR`: runs a comparison plan (lm/reproduce_plan.h) stage by
+// `mosgrad reproduce --plan NAME --out DIR`: runs a comparison plan (cli/reproduce_plan.h) stage by
 // stage, each run through train -> finetune -> dyneval -> pointer -> rank, and keeps the results
 // in DIR:
-//   results.jsonl      one line per finished stage (lm/reproduce_results.h): the plan's memory
+//   results.jsonl      one line per finished stage (cli/reproduce_results.h): the plan's memory
 //   results.md         the tables, rewritten after every stage (and by --report at any time)
 //   valid_curves.svg   validation perplexity per epoch of every head, with the seed band
 //   runs/<head>-s<seed>/  each run's directory as `mosgrad train` makes it (checkpoints, metrics)
@@ -17,8 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "cli/reproduce_plan.h"
 #include "lm/progress.h"
-#include "lm/reproduce_plan.h"
 
 namespace mg {
 

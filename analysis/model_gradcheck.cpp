@@ -1,4 +1,4 @@
-#include "lm/model_gradcheck.h"
+#include "analysis/model_gradcheck.h"
 
 #include <algorithm>
 #include <cmath>

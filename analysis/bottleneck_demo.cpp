@@ -1,16 +1,16 @@
-#include "lm/bottleneck_demo.h"
+#include "analysis/bottleneck_demo.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
+#include "analysis/head_double.h"
+#include "analysis/spectrum.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "io/strf.h"
 #include "io/svg_plot.h"
-#include "lm/head_double.h"
 #include "lm/optim.h"
-#include "lm/spectrum.h"
 
 namespace mg {
 

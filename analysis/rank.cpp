@@ -1,15 +1,15 @@
-#include "lm/rank.h"
+#include "analysis/rank.h"
 
 #include <chrono>
 #include <cmath>
 #include <stdexcept>
 
+#include "analysis/head_double.h"
+#include "analysis/svd.h"
 #include "autograd/node.h"
 #include "io/strf.h"
 #include "io/svg_plot.h"
 #include "lm/batching.h"
-#include "lm/head_double.h"
-#include "lm/svd.h"
 
 namespace mg {
 
@@ -67,9 +67,9 @@ RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const Ra
   const std::vector<float> h = collect_contexts(model, data, o.bptt, r.N, &H);
   r.seconds_contexts = seconds_since(t0);
 
-  // σ from A itself (lm/svd.h). N ≤ V: A row-major [N,V] is Aᵀ column-major, a tall V x N matrix,
-  // held whole. N > V: A is folded into its V x V triangular factor a block of contexts at a time
-  // (TallQR), so it is never held whole (PTB valid: 5.9 GB).
+  // σ from A itself (analysis/svd.h). N ≤ V: A row-major [N,V] is Aᵀ column-major, a tall V x N
+  // matrix, held whole. N > V: A is folded into its V x V triangular factor a block of contexts at
+  // a time (TallQR), so it is never held whole (PTB valid: 5.9 GB).
   double t_logp = 0, t_svd = 0;
   std::vector<double> sigma;
   if (r.N <= r.V) {

@@ -1,4 +1,4 @@
-#include "lm/svd.h"
+#include "analysis/svd.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "lm/spectrum.h"
+#include "analysis/spectrum.h"
 #include "tensor/gemm_f64.h"
 #include "tensor/parallel.h"
 

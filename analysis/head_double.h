@@ -1,6 +1,7 @@
 // An output head's log-probabilities recomputed in double precision from its (float) parameters,
-// for measuring the rank of the log-probability matrix (lm/spectrum.h): in float, rounding noise of
-// ~1e-7 relative would fill the null space of a softmax head and every model would look full rank.
+// for measuring the rank of the log-probability matrix (analysis/spectrum.h): in float, rounding
+// noise of ~1e-7 relative would fill the null space of a softmax head and every model would look
+// full rank.
 //
 // The same equations as nn/heads.cpp in eval mode (no dropout), for blocks of contexts, the logits
 // of a block as one double matrix product (tensor/gemm_f64.h):

@@ -1,4 +1,4 @@
-#include "lm/reproduce_plan.h"
+#include "cli/reproduce_plan.h"
 
 #include <stdexcept>
 

@@ -32,7 +32,7 @@ struct DemoConfig {
 struct DemoPoint {
   int64_t step;
   double kl;     // mean over contexts of KL(P* || model), nats, computed in double
-  int64_t rank;  // numerical rank of the model's log-probability matrix [N,V] (lm/spectrum.h)
+  int64_t rank;  // numerical rank of the model's log-probability matrix [N,V] (analysis/spectrum.h)
 };
 
 struct DemoCurve {

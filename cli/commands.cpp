@@ -1,4 +1,4 @@
-#include "lm/commands.h"
+#include "cli/commands.h"
 
 #include <algorithm>
 #include <cstdio>

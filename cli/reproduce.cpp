@@ -1,6 +1,6 @@
 // The plan runner, top to bottom: check everything, lock DIR, then for each run and each stage:
 // skip it when results.jsonl has its line, else run it, append its line, redraw the report.
-#include "lm/reproduce.h"
+#include "cli/reproduce.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,17 +10,17 @@
 #include <memory>
 #include <sstream>
 
+#include "analysis/rank.h"
+#include "cli/commands.h"
+#include "cli/reproduce_results.h"
 #include "io/atomic_file.h"
 #include "io/read_file.h"
 #include "io/run_lock.h"
 #include "io/strf.h"
 #include "lm/batching.h"
-#include "lm/commands.h"
 #include "lm/corpus.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
-#include "lm/rank.h"
-#include "lm/reproduce_results.h"
 #include "lm/train.h"
 #include "tensor/gemm.h"
 #include "tensor/parallel.h"

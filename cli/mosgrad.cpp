@@ -1,5 +1,6 @@
-// The `mosgrad` command: train, finetune, eval, dyneval, generate, export, import, plot, rank,
-// graph, gradcheck, bottleneck-demo.
+// The `mosgrad` program: one table of commands (kCommands below: train, finetune, eval, dyneval,
+// pointer, generate, export, import, plot, rank, graph, gradcheck, bottleneck-demo, presets,
+// reproduce), each run by a short function over the library.
 //   mosgrad train --preset small-mos --data ../shared/data/ptb
 //   mosgrad <command> --help
 #include <unistd.h>
@@ -18,17 +19,17 @@
 #include <string>
 #include <vector>
 
+#include "analysis/model_graph.h"
+#include "cli/commands.h"
+#include "cli/reproduce.h"
 #include "io/atomic_file.h"
 #include "io/same_file.h"
 #include "lm/batching.h"
-#include "lm/commands.h"
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
 #include "lm/learning_curves.h"
-#include "lm/model_graph.h"
 #include "lm/model_io.h"
-#include "lm/reproduce.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
 
@@ -235,7 +236,7 @@ int cmd_pointer(const ModelCommandOptions& o) {
   return 0;
 }
 
-// reproduce: a comparison plan of every head, resumable (lm/reproduce.h).
+// reproduce: a comparison plan of every head, resumable (cli/reproduce.h).
 int cmd_reproduce(int argc, char** argv) {
   ReproduceOptions o;
   const FlagTable table = reproduce_flags(o);
@@ -403,7 +404,7 @@ int cmd_presets(int, char**) {
 
 // Every command, one row: its name, what it does in one line (the usage text below is made from
 // these), and the function that runs it with the whole command line. Each command's flags are its
-// table in lm/commands.cpp (`mosgrad <command> --help`, docs/cli.md).
+// table in cli/commands.cpp (`mosgrad <command> --help`, docs/cli.md).
 struct Command {
   const char* name;
   const char* summary;

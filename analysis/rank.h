@@ -1,16 +1,16 @@
 // `mosgrad rank`: the softmax bottleneck measured on a trained model (Yang et al. 2017, Table 5).
 // Run the model (eval mode) over a split with the hidden state carried, take the last layer's
 // output h for the first N contexts, recompute the head's log-probabilities in double
-// (lm/head_double.h), stack them into A [N,V] and count A's singular values (from A itself,
-// lm/svd.h) above the standard tolerance σ_max·max(N,V)·ε (lm/spectrum.h). A softmax or MoC head
-// cannot exceed d+2; MoS can reach min(N,V).
+// (analysis/head_double.h), stack them into A [N,V] and count A's singular values (from A itself,
+// analysis/svd.h) above the standard tolerance σ_max·max(N,V)·ε (analysis/spectrum.h). A softmax or
+// MoC head cannot exceed d+2; MoS can reach min(N,V).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "lm/spectrum.h"
+#include "analysis/spectrum.h"
 #include "nn/rnn_model.h"
 
 namespace mg {

@@ -1,4 +1,4 @@
-#include "lm/reproduce_results.h"
+#include "cli/reproduce_results.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,7 +1,7 @@
 // Singular values computed from the matrix itself, never from its Gram matrix, so that they are
 // accurate to about ε·σ_max (Golub & Van Loan §8.6): the accuracy the standard numerical-rank
 // tolerance σ_max·max(N,V)·ε assumes. (The Gram AᵀA squares the condition number and resolves
-// only σ above ~sqrt(ε)·σ_max: a MoS model's rank of 822 read as 59 — lm/spectrum.h.)
+// only σ above ~sqrt(ε)·σ_max: a MoS model's rank of 822 read as 59 — analysis/spectrum.h.)
 //
 // The path, all in double, all Householder reflections (backward stable):
 //   1. a tall m×n matrix (m ≥ n) -> R, its n×n triangular factor (blocked QR: each panel of 32

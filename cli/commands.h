@@ -1,20 +1,20 @@
 // The options of the subcommands that run a saved model (eval, dyneval, generate, export, import,
 // rank, pointer) and of bottleneck-demo,
-// as flag tables (lm/flags.h): tools/mosgrad.cpp parses with them, --help prints them, and a test
+// as flag tables (lm/flags.h): cli/mosgrad.cpp parses with them, --help prints them, and a test
 // checks that docs/cli.md, generated from them, is current. train and finetune use
 // TrainConfig::flag_table().
 #pragma once
 
 #include <string>
 
-#include "lm/bottleneck_demo.h"
+#include "analysis/bottleneck_demo.h"
+#include "analysis/model_gradcheck.h"
+#include "analysis/rank.h"
+#include "cli/reproduce.h"
 #include "lm/dyneval.h"
 #include "lm/flags.h"
 #include "lm/generate.h"
-#include "lm/model_gradcheck.h"
 #include "lm/pointer.h"
-#include "lm/rank.h"
-#include "lm/reproduce.h"
 #include "lm/train_config.h"
 
 namespace mg {
@@ -64,7 +64,7 @@ GradcheckCommand parse_gradcheck_command(int argc, char** argv, bool* help);
 FlagTable gradcheck_flags(GradcheckCommand& c);
 bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
 
-// The reproduce command's table (lm/reproduce.h), bound to o.
+// The reproduce command's table (cli/reproduce.h), bound to o.
 FlagTable reproduce_flags(ReproduceOptions& o);
 
 // docs/cli.md: every command's flags, sections and defaults as Markdown, read from the same flag

@@ -1,4 +1,4 @@
-#include "lm/model_graph.h"
+#include "analysis/model_graph.h"
 
 #include "autograd/engine.h"
 #include "nn/rnn_model.h"

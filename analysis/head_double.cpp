@@ -1,4 +1,4 @@
-#include "lm/head_double.h"
+#include "analysis/head_double.h"
 
 #include <algorithm>
 #include <cmath>

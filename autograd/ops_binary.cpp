@@ -70,6 +70,8 @@ Tensor broadcast_binary(const std::string& op, const Tensor& a_in, const Tensor&
 
 }  // namespace
 
+// Broadcasting copies an input along the dims it lacks or has as 1; each copy's gradient flows back
+// to the same input entry, so the gradient is summed over those dims (PyTorch's sum_to_size).
 Tensor sum_to(const Tensor& grad, const Shape& shape) {
   if (grad.shape() == shape) return grad;
   Tensor g = grad;
@@ -88,6 +90,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary<CudaBinary::Add>("add", a, b);
   const Shape sa = a.shape(), sb = b.shape();
   return record("add", out, {a, b}, [sa, sb](const Tensor& g) {
+    // d(a+b)/da = d(a+b)/db = 1: both get g, summed back over what was broadcast.
     return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
   });
 }

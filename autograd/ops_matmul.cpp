@@ -12,7 +12,10 @@ std::string matmul_shapes(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   return shape_str(a.shape()) + (ta ? "^T" : "") + " x " + shape_str(b.shape()) + (tb ? "^T" : "");
 }
 
-// Gradients of op(a) op(b) with respect to a and b, given g = d(loss)/d(output).
+// Gradients of C = op(a) op(b) with respect to a and b, given g = d(loss)/dC [M,N]. With A' =
+// op(a), B' = op(b): dA' = g B'^T and dB' = A'^T g (each entry C[i,j] = Σ_k A'[i,k] B'[k,j] sends
+// g[i,j] B'[k,j] to A'[i,k]). When a is stored transposed (ta, A' = a^T) its gradient is the
+// transpose of dA': da = (g B'^T)^T = B' g^T, one GEMM again with the flags swapped; likewise b.
 std::vector<Tensor> matmul_backward(const Tensor& g, const Tensor& a, const Tensor& b, bool ta,
                                     bool tb, bool need_a, bool need_b, bool batched) {
   auto mm = [batched](const Tensor& x, const Tensor& y, bool tx, bool ty) {

@@ -84,6 +84,7 @@ Tensor sum(const Tensor& x_in) {
   double total = 0;
   for (double p : partial) total += p;
   Tensor out = Tensor::scalar(static_cast<float>(total));
+  // d(Σ x) / dx_i = 1 for every i: each entry's gradient is g itself.
   return record("sum", out, {x_in}, [shape](const Tensor& g) {
     return std::vector<Tensor>{Tensor::full(shape, g.item())};
   });
@@ -93,11 +94,14 @@ Tensor sum(const Tensor& x, int dim, bool keepdim) {
   const int d = normalize_dim("sum", dim, x.dim());
   Tensor out = sum_dim_kernel(x, d, keepdim);
   const Shape shape = x.shape();
+  // Every entry along `dim` went into the same output entry with weight 1: it receives that
+  // entry's gradient, g copied back along `dim`.
   return record("sum_dim", out, {x}, [shape, d](const Tensor& g) {
     return std::vector<Tensor>{expand_over(g, shape, d)};
   });
 }
 
+// mean = sum / n, built from two ops, so its backward is theirs: g / n to every entry.
 Tensor mean(const Tensor& x) {
   if (x.numel() == 0) throw ShapeError("mean: empty tensor " + shape_str(x.shape()));
   return mul_scalar(sum(x), 1.0f / static_cast<float>(x.numel()));

@@ -36,6 +36,7 @@ Tensor embed_slice(const Tensor& g_in, const Shape& shape, int dim, int64_t star
 
 Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;
+  // The same values in another memory order: the gradient passes through unchanged.
   return record("contiguous", copy_contiguous(x), {x},
                 [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
@@ -58,6 +59,8 @@ Tensor reshape(const Tensor& x, const Shape& shape_in) {
                      std::to_string(x.numel()) + " elements) as " + shape_str(shape_in));
   const Tensor base = contiguous_data(x);
   Tensor out = make_view(base, shape, contiguous_strides(shape), base.impl().offset);
+  // Element k of the output is element k of the input (row-major order), so the gradient is g
+  // read back in the input's shape.
   const Shape in_shape = x.shape();
   return record("reshape", out, {x},
                 [in_shape](const Tensor& g) { return std::vector<Tensor>{reshape(g, in_shape)}; });
@@ -77,6 +80,7 @@ Tensor transpose(const Tensor& x, int dim0, int dim1) {
   std::swap(shape[d0], shape[d1]);
   std::swap(strides[d0], strides[d1]);
   Tensor out = make_view(x, shape, strides, x.impl().offset);
+  // out[.., i, .., j, ..] = x[.., j, .., i, ..]: swapping the same two dims of g undoes it.
   return record("transpose", out, {x},
                 [d0, d1](const Tensor& g) { return std::vector<Tensor>{transpose(g, d0, d1)}; });
 }
@@ -89,6 +93,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   Shape shape = x.shape();
   shape[d] = length;
   Tensor out = make_view(x, shape, x.strides(), x.impl().offset + start * x.strides()[d]);
+  // Entries outside the slice did not reach the output: their gradient is zero, the slice's is g.
   const Shape in_shape = x.shape();
   return record("narrow", out, {x}, [in_shape, d, start](const Tensor& g) {
     return std::vector<Tensor>{embed_slice(g, in_shape, d, start)};
@@ -131,6 +136,7 @@ Tensor cat(const std::vector<Tensor>& xs, int dim) {
     starts.push_back(start);
     start += x.shape()[d];
   }
+  // Each piece's gradient is its own slice of g (narrow's backward the other way round).
   std::vector<int64_t> lengths;
   for (const Tensor& x : xs) lengths.push_back(x.shape()[d]);
   return record("cat", out, xs, [d, starts, lengths](const Tensor& g) {

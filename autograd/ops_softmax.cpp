@@ -54,6 +54,9 @@ Tensor softmax_kernel(const Tensor& x_in, int dim, bool log_space) {
 // Backward in one pass per line, no temporaries:
 //   log_softmax: dx_j = g_j - exp(y_j) * sum_k g_k
 //   softmax:     dx_j = y_j * (g_j - sum_k g_k y_k)
+// Why: softmax's Jacobian is dy_k/dx_j = y_k (δ_kj - y_j), so dx_j = Σ_k g_k y_k (δ_kj - y_j); with
+// y = log softmax(x), dy_k/dx_j = δ_kj - softmax(x)_j = δ_kj - exp(y_j). Neither builds the [n,n]
+// Jacobian: one sum per line is enough.
 Tensor softmax_backward_kernel(const Tensor& g_in, const Tensor& y, int dim, bool log_space) {
   const Tensor g = contiguous_data(g_in);
   const DimSplit s = split_at(y.shape(), dim);

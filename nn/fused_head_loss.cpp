@@ -2,23 +2,24 @@
 // [N*K, V] logits, log-probs or mixture that the plain path (nll_loss(log_prob(h))) builds.
 //
 // For rows n (N of them) with K components each (K = 1: plain softmax / sigsoftmax / MoC):
-//   z_nk      = ctx_nk W^T + b                                   the logits, [V]
-//   c_nk      = log q(t_n | z_nk)                                the component's log-prob of the
-//   target
-//               q = softmax(z), or sigsoftmax(z) (Kanai et al. 2018)
+// clang-format off
+//   z_nk      = ctx_nk W^T + b                     the logits, [V]
+//   c_nk      = log q(t_n | z_nk)                  the component's log-prob of the target, with
+//               q = softmax(z), or sigsoftmax(z)   (Kanai et al. 2018)
 //   a_nk      = log π_nk + c_nk
-//   loss      = -(1/N) Σ_n logsumexp_k a_nk                      (MoS eq. 3 in log space)
+//   loss      = -(1/N) Σ_n logsumexp_k a_nk        (MoS eq. 3 in log space)
 // Backward, with responsibilities r_nk = softmax_k(a_nk) (the posterior of component k):
 //   d loss / d log π_nk = -r_nk / N
-//   d loss / d z_nk[j]  =  (r_nk / N) (q_j - δ_j,t)              softmax
-//                       =  (r_nk / N) (q_j - δ_j,t)(2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 -
-//                       σ(z_j))
+//   d loss / d z_nk[j]  =  (r_nk / N) (q_j - δ_j,t)               softmax
+//                       =  (r_nk / N) (q_j - δ_j,t) (2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 - σ(z_j))
+// clang-format on
 // When the logits [N*K,V] are small enough they are computed once and kept, so backward is two
 // large GEMMs: for softmax the forward keeps exp(z - shift) and backward puts each row's weights
 // around the products (backward_from_exps); sigsoftmax keeps z and overwrites it with its gradient.
 // Otherwise they are computed in chunks of rows, reduced to (log-sum, target logit), and dropped;
 // backward recomputes each chunk. Peak extra memory is then one [chunk, V] block instead of ~6
-// [N*K, V].
+// [N*K, V]. The per-row passes over a tile of logits (bias, max, exponentials, the running
+// logsumexp across vocabulary slabs) are in tensor/row_logsumexp.h.
 #include <cmath>
 #include <cstdint>
 
@@ -26,6 +27,7 @@
 #include "nn/heads.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels.h"
+#include "tensor/row_logsumexp.h"
 #include "tensor/vec_math.h"
 
 namespace mg {
@@ -69,114 +71,6 @@ void chunk_logits(const float* ctx, const float* W, const PackedB* W_t, int64_t 
   else
     gemm(false, true, rows, c1 - c0, E, 1.0f, ctx + r0 * E, E, W + c0 * E, E, 0.0f, z, V);
 }
-
-// z_row [n] += b [n].
-inline void add_bias(float* z_row, const float* b, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) z_row[j] += b[j];
-}
-
-// add_bias and then row_max in one pass: the same sums and the same max (a NaN skipped as
-// row_max skips it), one trip through the tile fewer.
-inline float add_bias_max(float* __restrict z_row, const float* __restrict b, int64_t n) {
-  float m[16];
-  for (int l = 0; l < 16; ++l) m[l] = -INFINITY;
-  int64_t j = 0;
-  for (; j + 16 <= n; j += 16) {
-#pragma omp simd
-    for (int l = 0; l < 16; ++l) {
-      const float z = z_row[j + l] + b[j + l];
-      z_row[j + l] = z;
-      m[l] = std::max(m[l], z);
-    }
-  }
-  float r = -INFINITY;
-  for (; j < n; ++j) {
-    z_row[j] += b[j];
-    r = z_row[j] > r ? z_row[j] : r;
-  }
-  for (int l = 0; l < 16; ++l) r = m[l] > r ? m[l] : r;
-  return r;
-}
-
-// add_bias_max and then RunningLse's exponentials in one pass, once a row's shift is known (every
-// slab after its first): z_row becomes exp(z + b - shift), and the max of z + b comes back in
-// *max_out for the caller to check against the shift (when it passed shift + kShiftSlack the
-// exponentials are wrong, and the slab is recomputed). The same sums in the same order as the
-// two passes, so the same bits.
-inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict b, int64_t n,
-                               float shift, float* max_out) {
-  float m[16], acc[16];
-  for (int l = 0; l < 16; ++l) m[l] = -INFINITY, acc[l] = 0.0f;
-  int64_t j = 0;
-#if defined(__AVX512F__)
-  // The loop below, with vexp16_at_most_64 (vscalefps): the same lanes, the same bits where
-  // exp(z - shift) is a normal float. vmaxps(m, z) returns z when either is NaN, where std::max
-  // keeps m: the running max is kept as max(z, m) instead, which skips a NaN z as std::max does.
-  __m512 m16 = _mm512_set1_ps(-INFINITY), acc16 = _mm512_setzero_ps();
-  const __m512 shift16 = _mm512_set1_ps(shift);
-  for (; j + 16 <= n; j += 16) {
-    const __m512 z = _mm512_add_ps(_mm512_loadu_ps(z_row + j), _mm512_loadu_ps(b + j));
-    m16 = _mm512_maskz_max_ps(kAll16, z, m16);
-    const __m512 e = vexp16_at_most_64(_mm512_sub_ps(z, shift16));
-    _mm512_storeu_ps(z_row + j, e);
-    acc16 = _mm512_add_ps(acc16, e);
-  }
-  _mm512_storeu_ps(m, m16);
-  _mm512_storeu_ps(acc, acc16);
-#endif
-  for (; j + 16 <= n; j += 16) {
-#pragma omp simd
-    for (int l = 0; l < 16; ++l) {
-      const float z = z_row[j + l] + b[j + l];
-      m[l] = std::max(m[l], z);
-      const float e = vexp_at_most_64(z - shift);
-      z_row[j + l] = e;
-      acc[l] += e;
-    }
-  }
-  float r = -INFINITY;
-  double total = 0;
-  for (; j < n; ++j) {
-    const float z = z_row[j] + b[j];
-    r = z > r ? z : r;
-    const float e = vexp_at_most_64(z - shift);
-    z_row[j] = e;
-    total += e;
-  }
-  for (int l = 0; l < 16; ++l) r = m[l] > r ? m[l] : r, total += acc[l];
-  *max_out = r;
-  return total;
-}
-
-// A row's running logsumexp over the slabs seen so far: Σ_j exp(x_j - shift) for a shift that
-// moves only when a slab's max passes it by more than kShiftSlack (on the first finite slab, and
-// rarely after). A shift that followed the running max exactly would move in ~3 of a row's 13
-// slabs, and every move rescales what is stored; trailing the max by up to 64 keeps exp(x - shift)
-// <= e^64 (6e27), far from overflow, and logsumexp = shift + log Σ stays exact.
-// With `stored` (the row's first column) the exponentials are kept in place of x: backward reads
-// exp(z - shift) and scales each row by exp(shift - lse) (backward_from_exps), instead of a second
-// exp pass over all the logits.
-constexpr float kShiftSlack = 64.0f;
-struct RunningLse {
-  float shift = -INFINITY;
-  double sum = 0;
-  // Folds in one slab x [n] (columns c0.. of the row) whose max is slab_max.
-  void add(float* x, int64_t n, float slab_max, float* stored, int64_t c0) {
-    if (slab_max > shift + kShiftSlack) {  // -inf + 64 is -inf: the first finite slab moves it
-      const double rescale = std::exp(static_cast<double>(shift) - slab_max);  // 0 from -inf
-      if (shift != -INFINITY) {
-        sum *= rescale;
-        for (int64_t j = 0; stored && j < c0; ++j) stored[j] *= static_cast<float>(rescale);
-      }
-      shift = slab_max;
-    }
-    if (shift == -INFINITY) {  // nothing but -inf so far: every exponential is 0
-      if (stored) std::fill(x, x + n, 0.0f);
-      return;
-    }
-    sum += stored ? sum_exp<true>(x, n, shift, x) : sum_exp<false>(x, n, shift, nullptr);
-  }
-};
 
 struct Saved {
   Tensor ctx, W, b;        // [N*K,E], [V,E], [V] (detached)
@@ -273,7 +167,8 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
               float slab_max;
               const int64_t t = targets[(r0 + i) / K];
               const bool has_target = t >= c0 && t < c1;
-              if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for backward
+              if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for
+                          // backward
                 add_bias(zr, s.b.data() + c0, w);
                 for (int64_t j = 0; j < w; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
                 xr = scratch.data();
@@ -289,8 +184,8 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                     continue;
                   }
                   // A jump past the slack (rare): recompute this row's slab and move the shift.
-                  chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + i, 1, c0,
-                               c1, E, V, zr);
+                  chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + i, 1, c0, c1,
+                               E, V, zr);
                 }
                 slab_max = add_bias_max(zr, s.b.data() + c0, w);
               }
@@ -338,8 +233,8 @@ namespace {
 
 // Overwrites z [rows,V] (chunk logits, ctx rows r0..) with d loss / d z. with_bias: z is fresh
 // from chunk_logits and b is added first (kept logits already hold it).
-void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64_t V, bool with_bias,
-                    float* z) {
+void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64_t V,
+                    bool with_bias, float* z) {
   parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r = r0 + i, t = s.targets[r / s.K];

@@ -29,7 +29,8 @@ struct ModelCommandOptions {
   int64_t batch_size = 0;  // 0: 1 for test, 10 otherwise (the papers' conventions)
   int64_t bptt = 70;       // eval's segment length
   int64_t threads = 0;     // 0: all cores
-  PathFlags paths;  // --fused-lstm, --fused-head, --gemm, --precision (eval, dyneval, generate)
+  PathFlags
+      paths;  // --fused-lstm, --fused-head, --gemm, --precision (the commands that run a model)
   DynevalConfig dyneval;
   GenerateConfig generate;
   std::string out;         // export / import output; rank / bottleneck-demo output directory

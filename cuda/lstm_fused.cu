@@ -108,7 +108,8 @@ constexpr int64_t kFusedStepMaxH = 768;
 enum class StepPath { Persistent, Staged, PerUnit, Gemm };
 
 // The persistent loop (cuda/lstm_persistent.cu) wherever its plan fits this GPU: Auto and
-// Persistent take it first.
+// Persistent take it first. Where it does not fit, a forced Persistent falls back as Auto does:
+// the forward to the staged kernel (or cuBLAS), BPTT to the per-unit kernel (H <= 768) or cuBLAS.
 bool persistent_wanted() {
   return g_steps == CudaLstmSteps::Auto || g_steps == CudaLstmSteps::Persistent;
 }

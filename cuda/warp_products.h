@@ -104,11 +104,17 @@ __device__ __forceinline__ void stage_from_grid(const float* src, int64_t src_ld
     const int len4 = len / 4, n4 = rows * len4;
     for (int i = threadIdx.x; i < n4; i += step) {
       const int r = i / len4;
-      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst + 4 * i));
       const float* from = src + r * src_ld + 4 * (i - r * len4);
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800  // cp.async: Ampere and later
+      const unsigned to = static_cast<unsigned>(__cvta_generic_to_shared(dst + 4 * i));
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from) : "memory");
+#else  // older GPUs: the same copy through registers, still past L1
+      reinterpret_cast<float4*>(dst)[i] = __ldcg(reinterpret_cast<const float4*>(from));
+#endif
     }
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 800
     asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
   } else {
     for (int i = threadIdx.x; i < rows * len; i += step) {
       const int r = i / len;

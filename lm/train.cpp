@@ -109,12 +109,12 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   return {val_loss, val_loss <= best.loss};
 }
 
-// A saved model loaded to compute as this run does: its paths (--fused-lstm, --fused-head: not
-// saved with a model; the GEMM's are the run's ComputePathsScope's) and its device.
-LoadedModel load_model_for_run(const std::string& path, const TrainConfig& cfg) {
+// A saved model loaded to compute as this run's model does: the same paths (--fused-lstm,
+// --fused-head: not saved with a model; the GEMM's are the run's ComputePathsScope's) and device.
+LoadedModel load_model_for_run(const std::string& path, const Run& r) {
   LoadedModel m = load_model(path);
-  m.model->paths = compute_paths(cfg.paths, cfg.device);
-  m.model->to(cfg.device);
+  m.model->paths = r.model.paths;
+  m.model->to(r.cfg.device);
   return m;
 }
 
@@ -129,7 +129,7 @@ BestModelFile best_model_file(const Run& r) {
   BestModelFile best{files.best, INFINITY};
   if (!std::filesystem::exists(files.best)) return best;
   if (!cfg.resume) return best.loss = st.best_val, best;
-  const LoadedModel on_disk = load_model_for_run(files.best, cfg);
+  const LoadedModel on_disk = load_model_for_run(files.best, r);
   check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
   const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt).loss;
   best.loss = std::isnan(loss) ? INFINITY : loss;
@@ -217,7 +217,7 @@ double validate_at_stop(Run& r, MetricsWriter& metrics, double elapsed_s) {
 
 // The papers' test figure: the best model on the test split with batch size 1.
 double test_best_model(const Run& r) {
-  const LoadedModel best = load_model_for_run(r.files.best, r.cfg);
+  const LoadedModel best = load_model_for_run(r.files.best, r);
   const EvalResult test =
       evaluate(*best.model, batchify(r.corpus.test, r.cfg.test_batch_size), r.cfg.bptt);
   r.say("test loss " + std::to_string(test.loss) + ", test ppl " +

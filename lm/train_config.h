@@ -58,8 +58,9 @@ struct TrainConfig {
 // CPU's; on --device cuda every GEMM is cuBLAS's, so "reference" there is refused, not ignored.
 GemmPath gemm_path_for(const std::string& gemm, Device device);
 // The rows of the three run-time switches between the fast paths and the readable references
-// (--fused-lstm, --fused-head, --gemm), bound to `flags`; shared by train, finetune, eval and
-// dyneval (generate takes --fused-lstm and --gemm).
+// (--fused-lstm, --fused-head, --gemm), bound to `flags`; shared by train, finetune, graph,
+// gradcheck, eval, dyneval and pointer (generate, which scores no targets, takes --fused-lstm and
+// --gemm; all of those take --precision too).
 FlagTable reference_path_flags(PathFlags& flags);
 
 // --precision fp32|bf16 (tensor/gemm.h): bf16 rounds the operands of every CPU GEMM to bfloat16

@@ -65,9 +65,9 @@ class RNNModel : public Module {
   Hidden init_hidden(int64_t B) const;
 
   ModelConfig config;
-  // Fast or reference LSTM and head loss (paths.gemm and paths.precision are the GEMM's, set
-  // process-wide by the ComputePathsScope that set these). Not saved with the model: each command
-  // chooses them from its flags.
+  // Fast or reference LSTM and head loss, as the command's flags chose (ComputePathsScope sets
+  // them; paths.gemm and paths.precision are the GEMM's, which the scope sets process-wide). Not
+  // saved with the model: each command chooses them from its flags.
   ComputePaths paths;
   std::shared_ptr<Embedding> encoder;
   std::vector<std::shared_ptr<LSTMLayer>> rnns;

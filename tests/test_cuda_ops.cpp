@@ -280,9 +280,9 @@ TEST(CudaOps, ShapeOpsIndexingAndLoss) {
 }
 
 // Every GPU step path against the CPU: the persistent loop (Auto's first choice: units split over
-// the multiprocessors, so H = 1024 gives 8 a block and a last block with fewer on a 132-SM GPU;
-// BPTT's dG staged in one, two (B = 12, H = 960) or four column chunks; B = 33 and the shapes
-// whose slice does not fit fall back to the step kernels), the staged kernels (Staged forces the
+// the multiprocessors; on a 132-SM GPU a last block with fewer units at H = 320 in the forward and
+// H = 9, 620 in BPTT; scalar loads at H = 7, 9; BPTT's dG staged in one or two (B = 12, H = 960)
+// column chunks; B = 33 falls back to the step kernels), the staged kernels (Staged forces the
 // backward too) (batch passes of 16 rows: B = 3, 12, 17, 20, 32; float4 loads when H % 4 == 0,
 // scalar loads for H = 7 and 9; a last block, and in the backward a last warp, with units past H;
 // past the 48 KB of shared memory a kernel gets unasked: the forward at B = 16, H = 1024 (64 KB),

@@ -34,6 +34,14 @@ TEST(ModelGraph, NamesOpsShapesAndParametersOfTheModelTheFlagsDescribe) {
       model_graph_dot(parse({"mosgrad", "graph", "--bptt", "2", "--batch_size", "2"}, &out));
   EXPECT_EQ(out, "graph.dot");
   EXPECT_EQ(softmax.find("prior.weight"), std::string::npos);
+  // The reference paths draw their own graph: the LSTM from ops, the loss as nll_loss(log_prob).
+  const std::string reference =
+      model_graph_dot(parse({"mosgrad", "graph", "--bptt", "2", "--batch_size", "2", "--fused-lstm",
+                             "false", "--fused-head", "false"},
+                            &out));
+  EXPECT_EQ(reference.find("lstm_fused"), std::string::npos);
+  EXPECT_EQ(reference.find("fused_mixture_nll"), std::string::npos);
+  EXPECT_HAS(reference, "nll_loss");
 }
 
 TEST(ModelGraph, BadFlagsAreRefusedNamingTheCommand) {

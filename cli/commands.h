@@ -1,76 +1,53 @@
-// The options of the subcommands that run a saved model (eval, dyneval, generate, export, import,
-// rank, pointer) and of bottleneck-demo,
-// as flag tables (lm/flags.h): cli/mosgrad.cpp parses with them, --help prints them, and a test
-// checks that docs/cli.md, generated from them, is current. train and finetune use
-// TrainConfig::flag_table().
+// Every `mosgrad` command is one row of commands(): its name, one line on what it does, its usage
+// line, its flags (cli/flag_tables.h) and the function that runs it (cli/run_commands.h). The
+// program's usage text, each command's --help, the parser and docs/cli.md (`mosgrad help
+// --markdown`, which a test compares with the committed page) all read these rows, so a command or
+// a flag is added in one place.
 #pragma once
 
 #include <string>
+#include <vector>
 
-#include "analysis/bottleneck_demo.h"
-#include "analysis/model_gradcheck.h"
-#include "analysis/rank.h"
-#include "cli/reproduce.h"
-#include "lm/dyneval.h"
+#include "cli/command_line.h"
 #include "lm/flags.h"
-#include "lm/generate.h"
-#include "lm/pointer.h"
-#include "lm/train_config.h"
 
 namespace mg {
 
-struct ModelCommandOptions {
-  std::string model;  // checkpoint; default <save>/best.ckpt
-  std::string save;   // default runs/<preset>
-  std::string preset = "small-mos";
-  std::string data;            // corpus directory (resolve_data_dir)
-  std::string split = "test";  // valid | test | train
-  std::string device = "cpu";
-  int64_t batch_size = 0;  // 0: 1 for test, 10 otherwise (the papers' conventions)
-  int64_t bptt = 70;       // eval's segment length
-  int64_t threads = 0;     // 0: all cores
-  PathFlags
-      paths;  // --fused-lstm, --fused-head, --gemm, --precision (the commands that run a model)
-  DynevalConfig dyneval;
-  GenerateConfig generate;
-  std::string out;         // export / import output; rank / bottleneck-demo output directory
-  RankOptions rank;        // rank
-  PointerOptions pointer;  // pointer
-  DemoConfig demo;         // bottleneck-demo
-  std::string in;          // import input
-  std::string model_path() const;  // --model, else <save or runs/preset>/best.ckpt
+struct Command {
+  const char* name;     // "train"
+  const char* summary;  // one line, for `mosgrad help`
+  const char* usage;    // "mosgrad train [--preset NAME] [flags]"
+  // The command's defaults before any flag applies; `preset` is --preset as given ("" if not).
+  // nullptr: the defaults of a fresh CommandLine.
+  void (*defaults)(CommandLine& c, const std::string& preset);
+  FlagTable (*flags)(CommandLine& c);  // bound to the part of c the command reads; nullptr: none
+  void (*finish)(CommandLine& c);      // checks needing every flag, before any work; may be nullptr
+  const char* positional;      // the one word it takes besides flags ("RUN_DIR"), or nullptr
+  int (*run)(CommandLine& c);  // the exit status
 };
 
-// The commands with a table, and each one's table bound to `o`; an unknown command throws.
-const std::vector<std::string>& model_command_names();
-FlagTable model_command_flags(const std::string& command, ModelCommandOptions& o);
+const std::vector<Command>& commands();
+const Command& find_command(const std::string& name);  // throws, listing the commands, if unknown
 
-// The command line after `mosgrad <command>` (argv[2..argc)), parsed and every flag applied and
-// checked before any work starts. Both return with *help / true when --help was given (nothing
-// applied). train/finetune: the preset first (it sets every flag), then the flags given, in order;
-// --data resolved.
-TrainConfig parse_train_command(const std::string& command, int argc, char** argv, bool* help);
-// graph: the train flags (preset default tiny) plus --out FILE (default graph.dot).
-TrainConfig parse_graph_command(int argc, char** argv, std::string* out, bool* help);
-// The graph command's table: cfg's flags and --out bound to *out.
-FlagTable graph_flags(TrainConfig& cfg, std::string& out);
-// gradcheck: the train flags (preset default tiny; without --preset E = H = 16, K = 3), the batch
-// (default B=2, T=5, V=50) and the check's own flags (--vocab, --entries, --tolerance, --params).
-struct GradcheckCommand {
-  TrainConfig cfg;
-  ModelGradcheckOptions options;
-};
-GradcheckCommand parse_gradcheck_command(int argc, char** argv, bool* help);
-// The gradcheck command's table: cfg's flags and the check's, bound to c.
-FlagTable gradcheck_flags(GradcheckCommand& c);
-bool parse_model_command(const std::string& command, const FlagTable& table, int argc, char** argv);
+// argv[1] is the command, argv[2..argc) its flags. Returns the command line with the command's
+// defaults and then every flag applied and checked, in order, before any work starts; with
+// .help = true (and nothing applied) when --help or -h was given. Bad flags and values throw
+// std::invalid_argument naming the flag, the value and what is allowed.
+CommandLine parse_command(int argc, char** argv);
+// The same for a command line given as words ("mosgrad", "train", "--preset", "tiny", ...).
+CommandLine parse_command(std::vector<std::string> words);
+// The table of `name`'s flags bound to c (tests and tools apply single flags with it).
+FlagTable command_flags(const std::string& name, CommandLine& c);
 
-// The reproduce command's table (cli/reproduce.h), bound to o.
-FlagTable reproduce_flags(ReproduceOptions& o);
-
-// docs/cli.md: every command's flags, sections and defaults as Markdown, read from the same flag
-// tables the parser uses (`mosgrad help --markdown`), so no default or range is typed by hand in
-// the docs. A test checks that docs/cli.md is this text.
+std::string usage();  // `mosgrad help`: every command, one line each
+// `mosgrad <command> --help`: the usage, the summary and the flags with the defaults of `c` (the
+// command's defaults, after --preset when one was given).
+std::string command_help(CommandLine c);
+// docs/cli.md: every command's flags, sections and defaults as Markdown, read from the rows.
 std::string cli_markdown();
+
+// The program: `mosgrad <command> [flags]`, `mosgrad help [--markdown]`. Returns the exit status;
+// errors are exceptions (cli/mosgrad.cpp prints them).
+int run_mosgrad(int argc, char** argv);
 
 }  // namespace mg

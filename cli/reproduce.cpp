@@ -161,8 +161,7 @@ std::string joined(const std::vector<std::string>& a) {
 TrainConfig parse_args(const std::vector<std::string>& args) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  bool help = false;
-  return parse_train_command(args[1], static_cast<int>(argv.size()), argv.data(), &help);
+  return parse_command(static_cast<int>(argv.size()), argv.data()).train;
 }
 
 std::shared_ptr<RNNModel> load_final(const std::string& dir) {

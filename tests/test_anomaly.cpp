@@ -91,11 +91,8 @@ TEST(Anomaly, AModelsMessageSaysWhichLayerAndWhichParameter) {
 }
 
 TEST(Anomaly, TrainDetectAnomalyParsesAndLeavesANormalRunUnchanged) {
-  std::vector<std::string> words = {"mosgrad", "train", "--detect-anomaly", "--preset", "tiny"};
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  bool help = false;
-  EXPECT_TRUE(parse_train_command("train", 5, argv.data(), &help).detect_anomaly);
+  EXPECT_TRUE(parse_command({"mosgrad", "train", "--detect-anomaly", "--preset", "tiny"})
+                  .train.detect_anomaly);
 
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("anomaly"));
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("anomaly_plain"));

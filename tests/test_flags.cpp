@@ -49,13 +49,13 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   EXPECT_HAS(train_error("preset", "huge"), "unknown preset 'huge'");
   EXPECT_HAS(train_error("batchsize", "3"),
              "unknown flag --batchsize for train (did you mean --batch_size?)");
-  ModelCommandOptions o;
-  const FlagTable eval = model_command_flags("eval", o);
+  CommandLine o;
+  const FlagTable eval = command_flags("eval", o);
   EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "splt", "test"); }),
              "unknown flag --splt for eval (did you mean --split?)");
   EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "split", "dev"); }),
              "--split expects one of valid|test|train, got 'dev'");
-  const FlagTable gen = model_command_flags("generate", o);
+  const FlagTable gen = command_flags("generate", o);
   EXPECT_HAS(invalid_of([&] { apply_flag(gen, "generate", "temperature", "0"); }),
              "--temperature must be in [");
 }
@@ -96,6 +96,38 @@ TEST(Flags, TheCommandLineSaysWhatToWrite) {
   EXPECT_TRUE(parse({"mosgrad", "train", "-h"}).help);
 }
 
+// The command table (cli/commands.h): every row runs, a preset comes before the flags that override
+// it, --help applies nothing, plot's RUN_DIR is its one positional word, an unknown command lists
+// the known ones.
+TEST(Flags, EveryCommandIsOneRowOfTheTable) {
+  for (const Command& row : commands()) {
+    EXPECT_NE(row.run, nullptr) << row.name;
+    EXPECT_HAS(usage(), std::string("  ") + row.name + " ");
+    CommandLine c;
+    c.command = row.name;
+    EXPECT_HAS(command_help(c), row.usage);
+  }
+  const CommandLine t = parse_command({"mosgrad", "train", "--bptt", "7", "--preset", "tiny"});
+  EXPECT_EQ(t.train.bptt, 7);           // the flag given after the preset is applied...
+  EXPECT_EQ(t.train.model.emsize, 64);  // ...on top of tiny, wherever --preset stands
+  const CommandLine h = parse_command({"mosgrad", "eval", "--split", "valid", "--help"});
+  EXPECT_TRUE(h.help);
+  EXPECT_EQ(h.model.split, "test");  // nothing applied
+  const CommandLine p = parse_command({"mosgrad", "plot", "--title", "T", "runs/x"});
+  EXPECT_EQ(p.run_dir, "runs/x");
+  EXPECT_EQ(p.title, "T");
+  EXPECT_HAS(invalid_of([] {
+               parse_command({"mosgrad", "plot", "a", "b"});
+             }),
+             "plot takes one RUN_DIR, got 'a' and 'b'");
+  EXPECT_HAS(invalid_of([] { parse_command({"mosgrad", "plot"}); }), "plot needs RUN_DIR");
+  EXPECT_HAS(invalid_of([] {
+               parse_command({"mosgrad", "evaluate"});
+             }),
+             "unknown command 'evaluate' (the commands: train, finetune, eval");
+  EXPECT_EQ(parse_command({"mosgrad", "rank"}).model.split, "valid");  // rank's own default
+}
+
 // docs/cli.md is the flag tables' own text (mosgrad help --markdown), and so names every flag of
 // every command with the program's defaults; regenerate it when a flag changes.
 TEST(Flags, TheCliPageIsGeneratedFromTheTablesAndNamesEveryFlag) {
@@ -111,16 +143,10 @@ TEST(Flags, TheCliPageIsGeneratedFromTheTablesAndNamesEveryFlag) {
       EXPECT_NE(page.find("`--" + f.name + "`"), std::string::npos)
           << "docs/cli.md does not list --" << f.name << " (" << command << ")";
   };
-  TrainConfig c;
-  check("train", c.flag_table());
-  for (const std::string& command : model_command_names()) {
-    ModelCommandOptions o;
-    check(command, model_command_flags(command, o));
+  for (const Command& row : commands()) {
+    CommandLine c;
+    check(row.name, command_flags(row.name, c));
   }
-  ReproduceOptions r;
-  check("reproduce", reproduce_flags(r));
-  GradcheckCommand g;
-  check("gradcheck", gradcheck_flags(g));
 }
 
 TEST(Flags, TrainerRefusesToLoseOrMisreadARun) {

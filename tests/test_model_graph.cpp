@@ -10,10 +10,9 @@ using namespace mg;
 
 namespace {
 TrainConfig parse(std::vector<std::string> words, std::string* out) {
-  std::vector<char*> argv;
-  for (std::string& w : words) argv.push_back(w.data());
-  bool help = false;
-  return parse_graph_command(static_cast<int>(argv.size()), argv.data(), out, &help);
+  const CommandLine c = parse_command(words);
+  *out = c.out;
+  return c.train;
 }
 }  // namespace
 

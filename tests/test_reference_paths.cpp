@@ -66,8 +66,9 @@ TEST(ReferencePaths, FlagsReachTheCodeTheyName) {
 
   // eval and dyneval take all three; generate scores no targets, so it has no --fused-head.
   for (const std::string command : {"eval", "dyneval", "generate"}) {
-    ModelCommandOptions o;
-    const FlagTable table = model_command_flags(command, o);
+    CommandLine c;
+    const FlagTable table = command_flags(command, c);
+    const ModelCommandOptions& o = c.model;
     apply_flag(table, command, "gemm", "reference");
     apply_flag(table, command, "fused-lstm", "false");
     EXPECT_EQ(o.paths.gemm, "reference") << command;

@@ -25,24 +25,11 @@ std::string tutorial() {
   return s.str();
 }
 
-// Parses `words` (argv[1] is the command) the way cli/mosgrad.cpp does, without running it.
+// Parses `words` (argv[1] is the command) as `mosgrad` does (parse_command), without running it.
 void parse(std::vector<std::string> words) {
   std::vector<char*> argv;
   for (auto& w : words) argv.push_back(w.data());
-  const int argc = static_cast<int>(argv.size());
-  const std::string command = words[1];
-  bool help = false;
-  if (command == "train" || command == "finetune") {
-    parse_train_command(command, argc, argv.data(), &help);
-  } else if (command == "gradcheck") {
-    parse_gradcheck_command(argc, argv.data(), &help);
-  } else if (command == "graph") {
-    std::string out;
-    parse_graph_command(argc, argv.data(), &out, &help);
-  } else {
-    ModelCommandOptions o;
-    parse_model_command(command, model_command_flags(command, o), argc, argv.data());
-  }
+  parse_command(static_cast<int>(argv.size()), argv.data());
 }
 
 }  // namespace

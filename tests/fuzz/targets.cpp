@@ -4,9 +4,9 @@
 #include <memory>
 #include <stdexcept>
 
+#include "cli/commands.h"
 #include "io/crc32.h"
 #include "io/little_endian.h"
-#include "cli/commands.h"
 #include "lm/corpus.h"
 #include "lm/learning_curves.h"
 #include "lm/model_io.h"
@@ -91,12 +91,10 @@ void corpus(const uint8_t* data, size_t size) {
 }
 
 void flags(const uint8_t* data, size_t size) {
-  static const std::vector<std::string> commands = [] {
-    std::vector<std::string> all = {"train", "finetune"};
-    for (const std::string& c : mg::model_command_names()) all.push_back(c);
-    all.push_back("gradcheck");  // last, so the committed inputs keep their commands
-    return all;
-  }();
+  // In this order, so the committed inputs keep their commands (data[0] picks one).
+  static const std::vector<std::string> commands = {
+      "train", "finetune",        "eval",    "dyneval",  "generate", "export", "import",
+      "rank",  "bottleneck-demo", "pointer", "gradcheck"};
   if (size == 0) return;
   const std::string command = commands[data[0] % commands.size()];
   std::vector<std::string> words = {"mosgrad", command};
@@ -112,9 +110,9 @@ void flags(const uint8_t* data, size_t size) {
   for (std::string& w : words) argv.push_back(w.data());
   const int argc = static_cast<int>(argv.size());
   expect_clear_error([&] {
-    bool help = false;
+    const mg::CommandLine c = mg::parse_command(argc, argv.data());
     if (command == "train" || command == "finetune") {
-      const mg::TrainConfig cfg = mg::parse_train_command(command, argc, argv.data(), &help);
+      const mg::TrainConfig& cfg = c.train;
       // Every size accepted must keep the model's size computable without overflow (UBSan checks).
       mg::ModelConfig m = cfg.model;
       m.ntoken = int64_t{1} << 24;  // the largest vocabulary the loaders accept
@@ -122,15 +120,11 @@ void flags(const uint8_t* data, size_t size) {
       if (cfg.batch_size < 1 || cfg.bptt < 1 || cfg.log_interval < 1)
         broken("a size below 1 was accepted");
     } else if (command == "gradcheck") {
-      const mg::GradcheckCommand c = mg::parse_gradcheck_command(argc, argv.data(), &help);
-      if (c.cfg.batch_size < 1 || c.cfg.bptt < 1 || c.cfg.model.ntoken < 2 ||
-          c.options.tolerance < 0 || c.options.entries < 0)
+      if (c.train.batch_size < 1 || c.train.bptt < 1 || c.train.model.ntoken < 2 ||
+          c.gradcheck.tolerance < 0 || c.gradcheck.entries < 0)
         broken("gradcheck accepted a size below its minimum");
     } else {
-      mg::ModelCommandOptions o;
-      const mg::FlagTable table = mg::model_command_flags(command, o);
-      mg::parse_model_command(command, table, argc, argv.data());
-      if (o.bptt < 1) broken("--bptt below 1 was accepted");
+      if (c.model.bptt < 1) broken("--bptt below 1 was accepted");
     }
   });
 }

@@ -28,8 +28,8 @@ void safetensors(const uint8_t* data, size_t size);
 // validation text (unknown words become <unk>); every id must index the vocabulary.
 void corpus(const uint8_t* data, size_t size);
 // A command line: words separated by NUL bytes; the first byte picks the subcommand (train,
-// finetune, then model_command_names(): eval, dyneval, generate, export, import, rank, ..., then
-// gradcheck), the rest are its flags.
+// finetune, eval, dyneval, generate, export, import, rank, bottleneck-demo, pointer, gradcheck),
+// the rest are its flags, parsed by parse_command (cli/commands.h).
 void flags(const uint8_t* data, size_t size);
 // A metrics.jsonl file, as `mosgrad plot` reads it (parse_metrics): every point it returns is
 // finite and positive, and the tokens of each curve increase.

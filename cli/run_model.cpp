@@ -1,0 +1,237 @@
+// The commands that run a saved model (eval, dyneval, pointer, generate, export, import, rank) and
+// bottleneck-demo: each runs once parse_command (cli/commands.h) has applied and checked every
+// flag.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+
+#include "cli/run_commands.h"
+#include "io/atomic_file.h"
+#include "io/same_file.h"
+#include "lm/batching.h"
+#include "lm/corpus.h"
+#include "lm/dyneval.h"
+#include "lm/evaluate.h"
+#include "lm/generate.h"
+#include "lm/model_io.h"
+#include "tensor/parallel.h"
+
+namespace mg {
+
+namespace {
+
+const std::vector<int64_t>& split_ids(const Corpus& c, const std::string& split) {
+  if (split == "test") return c.test;
+  if (split == "valid") return c.valid;
+  if (split == "train") return c.train;
+  throw std::invalid_argument("--split must be valid, test or train, got '" + split + "'");
+}
+
+// The model a command runs, loaded and moved to --device (a missing GPU is an error before
+// loading), with the paths --fused-lstm, --fused-head, --gemm and --precision chose applied for as
+// long as it lives (the GEMM's restored after).
+struct CommandModel {
+  LoadedModel loaded;
+  ComputePathsScope compute;
+};
+
+CommandModel load_for(const ModelCommandOptions& o) {
+  const Device device = parse_device(o.device);
+  const ComputePaths paths = compute_paths(o.paths, device);  // checked before any loading
+  if (device == Device::CUDA) require_cuda();
+  LoadedModel lm = load_model(o.model_path());
+  lm.model->to(device);
+  RNNModel* model = lm.model.get();
+  return CommandModel{std::move(lm), ComputePathsScope(paths, model)};
+}
+
+int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const auto& ids = split_ids(corpus, o.split);
+  const int64_t eval_B = dynamic            ? 1
+                         : o.batch_size > 0 ? o.batch_size
+                                            : (o.split == "test" ? 1 : 10);
+  require_eval_targets(static_cast<int64_t>(ids.size()), eval_B,
+                       "the " + o.split + " split of " + data_dir);
+  EvalResult r;
+  if (dynamic) {
+    r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);
+  } else {
+    const int64_t B = o.batch_size > 0 ? o.batch_size : (o.split == "test" ? 1 : 10);
+    r = evaluate(*lm.model, batchify(ids, B), o.bptt);
+  }
+  std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "",
+              o.split.c_str(), r.loss, r.perplexity(), static_cast<long long>(r.targets));
+  return 0;
+}
+
+// --out DIR for rank and bottleneck-demo: checked before any work (an existing file there is an
+// error), created only when there is something to write.
+std::string check_out_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  if (fs::exists(dir) && !fs::is_directory(dir))
+    throw std::invalid_argument("--out " + dir +
+                                " is a file, not a directory; choose another --out");
+  return dir + "/";
+}
+
+}  // namespace
+
+int run_eval(CommandLine& c) {
+  return evaluate_command(c.model, false);
+}
+
+int run_dyneval(CommandLine& c) {
+  return evaluate_command(c.model, true);
+}
+
+int run_generate(CommandLine& c) {
+  const ModelCommandOptions& o = c.model;
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
+  const GenerateConfig& g = o.generate;
+  std::string line = g.prompt.empty() ? "" : g.prompt + " |";
+  for (const std::string& w : generate(*lm.model, lm.vocab, g)) {
+    if (w == "<eos>") {
+      std::printf("%s\n", line.c_str());
+      line.clear();
+      continue;
+    }
+    line += (line.empty() ? "" : " ") + w;
+  }
+  if (!line.empty()) std::printf("%s\n", line.c_str());
+  return 0;
+}
+
+int run_rank(CommandLine& c) {
+  const ModelCommandOptions& o = c.model;
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const std::string dir = check_out_dir(o.out);
+  for (const char* f : {"spectrum.csv", "spectrum.svg"})
+    require_other_file("rank", "--out", dir + f, o.model_path(), "the model");
+  const auto t0 = std::chrono::steady_clock::now();
+  require_eval_targets(static_cast<int64_t>(split_ids(corpus, o.split).size()), o.rank.batch_size,
+                       "the " + o.split + " split of " + data_dir);
+  const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string title =
+      lm.model->config.summary() + ", " + o.split + ", N=" + std::to_string(r.N);
+  std::filesystem::create_directories(o.out);
+  write_file_atomically(dir + "spectrum.csv", rank_csv(r));
+  write_file_atomically(dir + "spectrum.svg", rank_plot_svg(r, title));
+  std::printf("%s\n", title.c_str());
+  std::printf(
+      "log-prob matrix A [%lld,%lld]: numerical rank %lld of %lld (softmax bound d+2 = %lld)\n",
+      static_cast<long long>(r.N), static_cast<long long>(r.V),
+      static_cast<long long>(r.model.rank), static_cast<long long>(std::min(r.N, r.V)),
+      static_cast<long long>(r.d + 2));
+  std::printf("  sigma_max %.6g, threshold %.3g = sigma_max*max(N,V)*eps\n",
+              r.model.sigma.empty() ? 0.0 : r.model.sigma[0], r.model.threshold);
+  std::printf("decoder weight [%lld,%lld]: rank %lld\n", static_cast<long long>(r.V),
+              static_cast<long long>(r.d), static_cast<long long>(r.decoder.rank));
+  if (!std::isnan(r.component_kl))
+    std::printf("mean pairwise KL between the MoS components: %.4f nats\n", r.component_kl);
+  std::printf(
+      "time %.1fs (contexts %.1fs, log-probs %.1fs, QR + singular values %.1fs); wrote "
+      "%sspectrum.csv, %sspectrum.svg\n",
+      seconds, r.seconds_contexts, r.seconds_log_probs, r.seconds_spectrum, dir.c_str(),
+      dir.c_str());
+  return 0;
+}
+
+// The cache pointer: one pass of the model over --split (and over valid for --grid), then the
+// cache's mixture scored from it (lm/pointer.h).
+int run_pointer(CommandLine& c) {
+  const ModelCommandOptions& o = c.model;
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const std::string data_dir = resolve_data_dir(o.data);
+  CommandModel command = load_for(o);
+  LoadedModel& lm = command.loaded;
+  const Corpus corpus = load_corpus(data_dir, 1000000);
+  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  PointerOptions p = o.pointer;
+  if (p.grid) {
+    const PointerStream valid = pointer_stream(*lm.model, corpus.valid, p.bptt);
+    const PointerGrid g = pointer_grid(valid, p.window, pointer_thetas(), pointer_lambdas());
+    std::printf("grid on valid (window %lld): model alone ppl %.3f\n",
+                static_cast<long long>(p.window), std::exp(model_only_loss(valid)));
+    for (const PointerScore& sc : g.scores)
+      std::printf("  theta %.2f lambda %.2f: valid ppl %.3f\n", sc.theta, sc.lambda,
+                  std::exp(sc.loss));
+    std::printf("best on valid: theta %.2f lambda %.2f (valid ppl %.3f)\n", g.best.theta,
+                g.best.lambda, std::exp(g.best.loss));
+    p.theta = g.best.theta, p.lambda = g.best.lambda;
+  }
+  const PointerStream s = pointer_stream(*lm.model, split_ids(corpus, o.split), p.bptt);
+  const double with_cache = pointer_grid(s, p.window, {p.theta}, {p.lambda}).best.loss;
+  std::printf(
+      "%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
+      "theta %.2f, lambda %.2f) ppl %.3f\n",
+      o.split.c_str(), static_cast<long long>(s.size()), std::exp(model_only_loss(s)),
+      static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
+  return 0;
+}
+
+int run_bottleneck_demo_command(CommandLine& c) {
+  const ModelCommandOptions& o = c.model;
+  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+  const DemoConfig& demo = o.demo;
+  const std::string dir = check_out_dir(o.out);
+  std::printf(
+      "true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has "
+      "d=%lld (K=%lld)\n",
+      static_cast<long long>(demo.contexts), static_cast<long long>(demo.vocab),
+      static_cast<long long>(demo.support), static_cast<long long>(demo.d),
+      static_cast<long long>(demo.experts));
+  const DemoResult r =
+      run_bottleneck_demo(demo, [](const std::string& line) { std::printf("%s\n", line.c_str()); });
+  std::printf("rank of log P*: %lld; its mean entropy %.3f nats; the softmax bound d+2 = %lld\n",
+              static_cast<long long>(r.true_rank), r.true_entropy,
+              static_cast<long long>(demo.d + 2));
+  for (const DemoCurve& curve : r.curves)
+    std::printf("final %-10s KL %.4f  rank %lld\n", head_kind_name(curve.head).c_str(),
+                curve.points.back().kl, static_cast<long long>(curve.points.back().rank));
+  std::filesystem::create_directories(o.out);
+  write_file_atomically(dir + "demo.csv", demo_csv(r));
+  write_file_atomically(dir + "demo.svg", demo_plot_svg(r, demo));
+  std::printf("wrote %sdemo.csv, %sdemo.svg\n", dir.c_str(), dir.c_str());
+  return 0;
+}
+
+int run_export(CommandLine& c) {
+  const ModelCommandOptions& o = c.model;
+  require_other_file("export", "--out", o.out, o.model_path(), "the model being exported");
+  const LoadedModel lm = load_model(o.model_path());
+  export_safetensors(o.out, *lm.model, lm.vocab);
+  std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(),
+              static_cast<long long>(lm.model->parameter_count()),
+              lm.model->config.summary().c_str());
+  return 0;
+}
+
+int run_import(CommandLine& c) {
+  const ModelCommandOptions& o = c.model;
+  if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
+  require_other_file("import", "--out", o.out, o.in, "the input file");
+  const LoadedModel lm = import_safetensors(o.in);
+  save_model(o.out, *lm.model, lm.vocab);
+  std::printf("wrote %s (%s)\n", o.out.c_str(), lm.model->config.summary().c_str());
+  return 0;
+}
+
+}  // namespace mg

@@ -1,0 +1,144 @@
+// The commands that build a model from the train flags (train, finetune, graph, gradcheck,
+// reproduce), and plot and presets: each runs once parse_command (cli/commands.h) has applied and
+// checked every flag.
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "analysis/model_graph.h"
+#include "cli/reproduce.h"
+#include "cli/run_commands.h"
+#include "io/atomic_file.h"
+#include "io/same_file.h"
+#include "lm/corpus.h"
+#include "lm/learning_curves.h"
+#include "lm/train.h"
+#include "tensor/parallel.h"
+
+namespace mg {
+
+namespace {
+
+// Ctrl-C, kill (SIGTERM) and a closed terminal (SIGHUP) all stop training cleanly: the checkpoint
+// is saved, and --resume continues exactly. A second signal ends the program at once.
+void on_stop_signal(int sig) {
+  request_training_stop();
+  std::signal(sig, SIG_DFL);
+}
+
+void stop_cleanly_on_signals() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, on_stop_signal);
+  std::signal(SIGPIPE, SIG_IGN);  // `mosgrad train | head`: output stops, training goes on
+}
+
+int train_or_finetune(const TrainConfig& cfg, bool finetune) {
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  const Corpus corpus = load_corpus(cfg.data, 1000000);
+  if (corpus.unk_valid || corpus.unk_test)
+    std::fprintf(stderr,
+                 "warning: %lld valid and %lld test tokens are not in the training vocabulary "
+                 "(read as <unk>)\n",
+                 static_cast<long long>(corpus.unk_valid), static_cast<long long>(corpus.unk_test));
+  ProgressDisplay display(stdout, isatty(fileno(stdout)));
+  display.message("data " + corpus.dir + ": " + std::to_string(corpus.train.size()) +
+                  " train tokens, V=" + std::to_string(corpus.vocab.size()) + "; run directory " +
+                  cfg.save);
+  stop_cleanly_on_signals();
+  const TrainResult r = train_lm(cfg, corpus, {&display, nullptr}, finetune);
+  display.finish();
+  const std::string how = r.stopped ? " (" + r.stop_reason + ")" : "";
+  if (std::isfinite(r.best_val_loss))
+    std::printf("best valid ppl %.2f after %lld steps%s\n", std::exp(r.best_val_loss),
+                static_cast<long long>(r.steps), how.c_str());
+  else
+    std::printf("%lld steps, no epoch finished yet, so no validation%s\n",
+                static_cast<long long>(r.steps), how.c_str());
+  if (!std::isnan(r.test_loss)) std::printf("test ppl %.2f\n", std::exp(r.test_loss));
+  return r.stop_reason.rfind("interrupted", 0) == 0 ? 130 : 0;
+}
+
+}  // namespace
+
+int run_train(CommandLine& c) {
+  return train_or_finetune(c.train, false);
+}
+
+int run_finetune(CommandLine& c) {
+  return train_or_finetune(c.train, true);
+}
+
+// reproduce: a comparison plan of every head, resumable (cli/reproduce.h).
+int run_reproduce_command(CommandLine& c) {
+  ProgressDisplay display(stdout, isatty(fileno(stdout)));
+  stop_cleanly_on_signals();
+  const ReproduceSummary r =
+      run_reproduce(c.reproduce, &display, [&](const std::string& line) { display.message(line); });
+  display.finish();
+  std::printf("%d stages run, %d already done%s\n", r.stages_run, r.stages_skipped,
+              r.interrupted ? " (stopped: run the same command to continue)" : "");
+  return r.interrupted ? 130 : 0;
+}
+
+int run_graph(CommandLine& c) {
+  const TrainConfig& cfg = c.train;
+  const std::string& out = c.out;
+  if (cfg.threads > 0) set_num_threads(cfg.threads);
+  write_file_atomically(out, model_graph_dot(cfg));
+  std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
+              static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));
+  if (std::system("command -v dot > /dev/null 2>&1") == 0) {
+    std::string quoted = "'";  // the path inside single quotes for the shell
+    for (char ch : out) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    quoted += "'";
+    // dot writes to a pipe and the SVG goes through write_file_atomically, like every file
+    // mosgrad writes (dot -o would write FILE.svg in place, through a symlink and half-made).
+    std::string svg;
+    if (std::FILE* p = ::popen(("dot -Tsvg " + quoted).c_str(), "r")) {
+      char buf[65536];
+      for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) svg.append(buf, n);
+      if (::pclose(p) == 0 && !svg.empty()) {
+        write_file_atomically(out + ".svg", svg);
+        std::printf("wrote %s.svg\n", out.c_str());
+      }
+    }
+  } else {
+    std::printf("(Graphviz's dot is not installed: dot -Tsvg %s -o %s.svg draws it)\n", out.c_str(),
+                out.c_str());
+  }
+  return 0;
+}
+
+// Exits 1 when a parameter's gradient is off by more than --tolerance: scripts and CI can use it.
+int run_gradcheck(CommandLine& c) {
+  if (c.train.threads > 0) set_num_threads(c.train.threads);
+  const ModelGradcheckReport r = gradcheck_model(c.train, c.gradcheck);
+  std::fputs(gradcheck_table(r, c.gradcheck.tolerance).c_str(), stdout);
+  return r.ok ? 0 : 1;
+}
+
+int run_plot(CommandLine& c) {
+  const std::string& dir = c.run_dir;
+  require_other_file("plot", "RUN_DIR", dir + "/curves.svg", dir + "/metrics.jsonl",
+                     "a link to the metrics it plots");
+  plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg",
+                       c.title.empty() ? dir : c.title);
+  std::printf("wrote %s/curves.svg\n", dir.c_str());
+  return 0;
+}
+
+int run_presets(CommandLine&) {
+  for (const std::string& name : preset_names()) {
+    const TrainConfig c = preset_config(name);
+    std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g\n", name.c_str(),
+                c.model.summary().c_str(), static_cast<long long>(c.batch_size),
+                static_cast<long long>(c.bptt), c.lr, c.model.dropout, c.model.dropouth,
+                c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop);
+  }
+  return 0;
+}
+
+}  // namespace mg

@@ -1,7 +1,8 @@
 // The GEMM driver: cache blocking, packing, threading and the choice of micro-kernel (see
 // tensor/gemm_kernels.h for the algorithm and the packed layouts). This file holds everything that
 // does not depend on the instruction set, plus the portable scalar kernel; the vector kernels live
-// in gemm_avx512.cpp and gemm_avx2.cpp and are only called after a run-time CPU check.
+// in gemm_avx512.cpp, gemm_avx512_bf16.cpp and gemm_avx2.cpp and are only called after a run-time
+// CPU check. A B packed once for many products (mg::PackedB) is gemm_packed_b.cpp.
 //
 // Determinism: each C element is computed by exactly one thread, as one accumulator per kc block
 // summed over k in increasing order, and the kc blocking depends on K alone. So the split between
@@ -15,7 +16,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "tensor/allocator.h"
 #include "tensor/gemm_kernels.h"
 #include "tensor/parallel.h"
 
@@ -38,108 +38,7 @@ void gemm_reference(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,
 
 namespace gemm_detail {
 
-void pack_a_generic(int mr, bool trans, const float* A, int64_t lda, int64_t m, int64_t kc,
-                    float* Ap) {
-  for (int64_t p0 = 0; p0 < m; p0 += mr) {
-    const int64_t rows = std::min<int64_t>(mr, m - p0);
-    float* dst = Ap + (p0 / mr) * mr * kc;
-    if (!trans) {
-      // Row-major A: read each row sequentially, scatter into the k-interleaved panel.
-      for (int64_t i = 0; i < rows; ++i) {
-        const float* src = A + (p0 + i) * lda;
-        for (int64_t k = 0; k < kc; ++k) dst[k * mr + i] = src[k];
-      }
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t i = rows; i < mr; ++i) dst[k * mr + i] = 0.0f;
-    } else {
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = A + k * lda + p0;
-        for (int64_t i = 0; i < rows; ++i) dst[k * mr + i] = src[i];
-        for (int64_t i = rows; i < mr; ++i) dst[k * mr + i] = 0.0f;
-      }
-    }
-  }
-}
-
-void pack_b_generic(int nr, int vl, bool trans, const float* B, int64_t ldb, int64_t kc, int64_t n,
-                    float* Bp) {
-  for (int64_t q0 = 0; q0 < n; q0 += nr) {
-    const int64_t cols = std::min<int64_t>(nr, n - q0);
-    const int64_t w = cols == nr ? nr : (cols + vl - 1) / vl * vl;
-    float* dst = Bp + (q0 / nr) * nr * kc;
-    if (!trans) {
-      for (int64_t k = 0; k < kc; ++k) {
-        const float* src = B + k * ldb + q0;
-        for (int64_t j = 0; j < cols; ++j) dst[k * w + j] = src[j];
-        for (int64_t j = cols; j < w; ++j) dst[k * w + j] = 0.0f;
-      }
-    } else {
-      for (int64_t j = 0; j < cols; ++j) {
-        const float* src = B + (q0 + j) * ldb;
-        for (int64_t k = 0; k < kc; ++k) dst[k * w + j] = src[k];
-      }
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t j = cols; j < w; ++j) dst[k * w + j] = 0.0f;
-    }
-  }
-}
-
 namespace {
-
-// ---- Portable scalar kernel: a 4 x 8 tile. Plain C++ the compiler may vectorize for whatever
-// -march it is given; it is the fallback for CPUs without AVX2 and the baseline in the tests.
-// 4 x 8 accumulators fit the 16 SSE2 registers with room for B; a 4 x 16 tile spilled and ran
-// 5x slower on the SSE2 baseline.
-constexpr int kScalarMr = 4, kScalarNr = 8;
-
-// W is the packed width of the B micro-panel: kScalarNr for full panels, 0 for the (runtime) width
-// of an edge panel, so the common case has constant trip counts.
-template <int W>
-void scalar_micro(int64_t kc, const float* a, const float* b, int64_t w, int64_t bs, int rows,
-                  int cols, float alpha, float beta, float* c, int64_t ldc) {
-  const int64_t width = W ? W : w;
-  float acc[kScalarMr][kScalarNr] = {};
-  for (int64_t k = 0; k < kc; ++k, a += kScalarMr, b += bs)
-    for (int i = 0; i < kScalarMr; ++i)
-      for (int64_t j = 0; j < width; ++j) acc[i][j] += a[i] * b[j];
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) {
-      float& out = c[i * ldc + j];
-      out = beta == 0 ? alpha * acc[i][j] : alpha * acc[i][j] + beta * out;
-    }
-}
-
-void scalar_macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
-                  int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
-  for (int64_t jr = 0; jr < n; jr += kScalarNr) {
-    const int cols = static_cast<int>(std::min<int64_t>(kScalarNr, n - jr));
-    // Packed: panel jr/nr starts at (jr/nr)*nr*kc = jr*kc, rows `cols` apart.
-    const float* b = ldb_direct ? Bp + jr : Bp + jr * kc;
-    const int64_t bs = ldb_direct ? ldb_direct : cols;
-    for (int64_t ir = 0; ir < m; ir += kScalarMr) {
-      const int rows = static_cast<int>(std::min<int64_t>(kScalarMr, m - ir));
-      const float* a = Ap + ir * kc;
-      float* c = C + ir * ldc + jr;
-      if (cols == kScalarNr)
-        scalar_micro<kScalarNr>(kc, a, b, kScalarNr, bs, rows, cols, alpha, beta, c, ldc);
-      else
-        scalar_micro<0>(kc, a, b, cols, bs, rows, cols, alpha, beta, c, ldc);
-    }
-  }
-}
-
-const Arch kScalarArch = {"scalar",
-                          kScalarMr,
-                          kScalarNr,
-                          1,
-                          /*mc=*/128,
-                          /*kc=*/256,
-                          /*nc=*/4096,
-                          [](bool t, const float* A, int64_t lda, int64_t m, int64_t kc,
-                             float* Ap) { pack_a_generic(kScalarMr, t, A, lda, m, kc, Ap); },
-                          [](bool t, const float* B, int64_t ldb, int64_t kc, int64_t n,
-                             float* Bp) { pack_b_generic(kScalarNr, 1, t, B, ldb, kc, n, Bp); },
-                          scalar_macro};
 
 // ---- Scratch memory: 64-byte aligned (full zmm lines), one A and one B buffer per thread, kept
 // between calls because the LSTM issues thousands of small products per step.
@@ -166,13 +65,6 @@ class Scratch {
 };
 thread_local Scratch tl_a, tl_b;
 
-inline int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-inline int64_t round_up(int64_t a, int64_t b) {
-  return ceil_div(a, b) * b;
-}
-
 struct Problem {
   bool ta, tb;
   int64_t M, N, K;
@@ -188,21 +80,6 @@ struct Problem {
   const float* a_at(int64_t i, int64_t k) const { return ta ? A + k * lda + i : A + i * lda + k; }
   const float* b_at(int64_t k, int64_t j) const { return tb ? B + j * ldb + k : B + k * ldb + j; }
 };
-
-// Below this many multiply-adds one core finishes before a second one would have woken up.
-constexpr double kParallelMinWork = 96.0 * 96.0 * 96.0;
-
-void scale_c(const Problem& p) {
-  parallel_for(p.M, std::max<int64_t>(1, 16384 / p.N), [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      float* c = p.C + i * p.ldc;
-      if (p.beta == 0)
-        std::fill(c, c + p.N, 0.0f);
-      else if (p.beta != 1)
-        for (int64_t j = 0; j < p.N; ++j) c[j] *= p.beta;
-    }
-  });
-}
 
 // The rows of a row-major B that the kc block starting at k = pc reads (columns j0:j0+n): what
 // the block after the current one packs, for the kernel to prefetch. None when B is stored
@@ -319,7 +196,7 @@ void run_slab(const Arch& g, const Problem& p, int64_t kc_blk, bool by_rows, int
 
 void run(const Arch& g, const Problem& p) {
   if (p.M <= 0 || p.N <= 0) return;
-  if (p.K <= 0 || p.alpha == 0) return scale_c(p);
+  if (p.K <= 0 || p.alpha == 0) return scale_c(p.M, p.N, p.beta, p.C, p.ldc);
   // Equal kc blocks (K = 600 gives 2 x 300, not 512 + 88): no short, inefficient last block.
   const int64_t kc_blk = ceil_div(p.K, ceil_div(p.K, g.kc));
   const bool by_rows = p.M >= p.N;
@@ -358,6 +235,8 @@ bool cpu_has(GemmKernel kind) {
 #endif
 }
 
+}  // namespace
+
 const Arch& arch_of(GemmKernel kind) {
   switch (kind) {
     case GemmKernel::kAvx512:
@@ -367,11 +246,26 @@ const Arch& arch_of(GemmKernel kind) {
     case GemmKernel::kAvx512Bf16:
       return arch_avx512_bf16();
     default:
-      return kScalarArch;
+      return arch_scalar();
   }
 }
 
-}  // namespace
+float* thread_scratch_a(size_t floats) {
+  return tl_a.get(floats);
+}
+
+void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc) {
+  parallel_for(M, std::max<int64_t>(1, 16384 / N), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      float* c = C + i * ldc;
+      if (beta == 0)
+        std::fill(c, c + N, 0.0f);
+      else if (beta != 1)
+        for (int64_t j = 0; j < N; ++j) c[j] *= beta;
+    }
+  });
+}
+
 }  // namespace gemm_detail
 
 const char* gemm_kernel_name(GemmKernel kind) {
@@ -452,121 +346,6 @@ void gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alp
   const GemmKernel kind =
       gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : GemmKernel::kAuto;
   gemm_with_kernel(kind, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-}  // namespace mg
-
-namespace mg {
-
-PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) : K_(K), N_(N) {
-  using namespace gemm_detail;
-  const GemmKernel kind =
-      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
-  kernel_ = static_cast<int>(kind);
-  if (K <= 0 || N <= 0) return;
-  const Arch& g = arch_of(kind);
-  // The kc blocks of gemm() for this K, each packed as gemm() packs an nc panel starting at
-  // column 0 (micro-panel q at q*nr*kc): a slab of columns that starts on a micro-panel boundary
-  // is then a pointer into it.
-  kc_blk_ = ceil_div(K, ceil_div(K, g.kc));
-  block_floats_ = round_up(N, g.nr) * kc_blk_;
-  const int64_t blocks = ceil_div(K, kc_blk_);
-  // From the tensor allocator's cache: the head packs its 8 MB W^T every forward, and fresh pages
-  // (page faults, zeroing) cost more than the packing.
-  const size_t n = static_cast<size_t>(blocks * block_floats_);
-  float* p = allocate_floats(n);
-  data_.reset(p, [n](float* q) { release_floats(q, n); });
-  // Slabs of whole micro-panels on the threads (the head's W^T is 10,000 columns; packed on one
-  // thread, the other waited 1.5% of a bf16 small-mos step).
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t pc = b * kc_blk_, kc = std::min(kc_blk_, K - pc);
-    const int64_t slots = ceil_div(kc, g.k_per_slot);  // per packed row of a micro-panel
-    parallel_for(ceil_div(N, g.nr), 16, [&](int64_t q0, int64_t q1) {
-      const int64_t j0 = q0 * g.nr, j1 = std::min(N, q1 * g.nr);
-      g.pack_b(trans_b, trans_b ? B + j0 * ldb + pc : B + pc * ldb + j0, ldb, kc, j1 - j0,
-               p + b * block_floats_ + j0 * slots);
-    });
-  }
-}
-
-int64_t PackedB::panel_cols() const {
-  return gemm_detail::arch_of(static_cast<GemmKernel>(kernel_)).nr;
-}
-
-void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
-                   const PackedB& B, float beta, float* C, int64_t ldc) {
-  if (N != B.N_ || K != B.K_)
-    throw std::invalid_argument("gemm_packed_b: the product is " + std::to_string(K) + "x" +
-                                std::to_string(N) + " but B was packed as " + std::to_string(B.K_) +
-                                "x" + std::to_string(B.N_));
-  gemm_packed_b_cols(M, 0, N, K, alpha, A, lda, B, beta, C, ldc);
-}
-
-void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha, const float* A,
-                        int64_t lda, const PackedB& B, float beta, float* C, int64_t ldc) {
-  using namespace gemm_detail;
-  if (K != B.K_ || j0 < 0 || N < 0 || j0 + N > B.N_ || (B.N_ > 0 && j0 % B.panel_cols() != 0))
-    throw std::invalid_argument("gemm_packed_b_cols: columns [" + std::to_string(j0) + ", " +
-                                std::to_string(j0 + N) + ") with K = " + std::to_string(K) +
-                                " of a B packed as " + std::to_string(B.K_) + "x" +
-                                std::to_string(B.N_) +
-                                " (the first column must start a packed panel)");
-  const GemmKernel now =
-      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
-  if (static_cast<int>(now) != B.kernel_ || gemm_path() == GemmPath::kReference)
-    throw std::logic_error("gemm_packed_b: B was packed for another GEMM precision or path");
-  const Problem p{false, false, M, N, K, alpha, A, lda, nullptr, 0, beta, C, ldc};
-  if (M <= 0 || N <= 0) return;
-  if (K <= 0 || alpha == 0) return scale_c(p);
-  const Arch& g = arch_of(now);
-  const int64_t blocks = ceil_div(K, B.kc_blk_);
-  // Micro-panel q of k block b starts q*nr*ceil(kc/k_per_slot) slots in (the constructor).
-  auto panel = [&](int64_t b, int64_t kc) {
-    return B.data_.get() + b * B.block_floats_ + j0 * ceil_div(kc, g.k_per_slot);
-  };
-  auto rows = [&](int64_t i0, int64_t i1) {  // C[i0:i1, :], as run_block does it
-    const int64_t m_all = i1 - i0;
-    if (m_all <= 0) return;
-    if (g.macro_a_direct && (m_all <= g.mr || N <= g.a_direct_max_n)) {
-      // A read in place, as run_block does for narrow products: the fused head's forward asks
-      // for one micro-panel of rows by a 768-column slab (packing the same 8 x E rows again for
-      // every slab cost it 2%), the fused LSTM for 20 rows by one gate's 200 columns per thread
-      // (the same h_{t-1} packed for each of the four gates: 4% of the LSTM).
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
-        g.macro_a_direct(m_all, N, kc, A + i0 * lda + pc, lda, panel(b, kc), alpha,
-                         b == 0 ? beta : 1.0f, C + i0 * ldc, ldc, Upcoming{});
-      }
-      return;
-    }
-    const int64_t mc = round_up(ceil_div(m_all, ceil_div(m_all, g.mc)), g.mr);
-    float* Ap = tl_a.get(static_cast<size_t>(mc * B.kc_blk_));
-    for (int64_t ic = i0; ic < i1; ic += mc) {
-      const int64_t m = std::min(mc, i1 - ic);
-      for (int64_t b = 0; b < blocks; ++b) {
-        const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
-        g.pack_a(false, A + ic * lda + pc, lda, m, kc, Ap);
-        g.macro(m, N, kc, Ap, panel(b, kc), 0, alpha, b == 0 ? beta : 1.0f, C + ic * ldc, ldc);
-      }
-    }
-  };
-  int T = num_threads();
-#ifdef _OPENMP
-  if (omp_in_parallel()) T = 1;
-#endif
-  if (static_cast<double>(M) * N * K < kParallelMinWork) T = 1;
-  T = static_cast<int>(std::min<int64_t>(T, ceil_div(M, g.mr)));
-  if (T <= 1) return rows(0, M);
-  const int64_t units = ceil_div(M, g.mr);
-#ifdef _OPENMP
-#pragma omp parallel num_threads(T)
-  {
-    const int t = omp_get_thread_num(), n = omp_get_num_threads();
-    rows(std::min(M, units * t / n * g.mr), std::min(M, units * (t + 1) / n * g.mr));
-  }
-#else
-  rows(0, M);
-#endif
 }
 
 }  // namespace mg

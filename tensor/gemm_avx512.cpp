@@ -357,9 +357,19 @@ const Arch& arch_avx512() {
   //    not fit L1 but streams from L2 fast enough: 192 bytes per 12 cycles of FMAs.
   //  * mc = 256: the A block (256 x 512 floats, 512 KiB) stays in the core's L2.
   //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
-  static const Arch arch = {"avx512", kMr,    kNr,           16,         /*mc=*/256,
-                            /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro,
-                            /*b_in_place=*/true, /*k_per_slot=*/1, macro_a_direct,
+  static const Arch arch = {"avx512",
+                            kMr,
+                            kNr,
+                            16,
+                            /*mc=*/256,
+                            /*kc=*/512,
+                            /*nc=*/3072,
+                            pack_a,
+                            pack_b,
+                            macro,
+                            /*b_in_place=*/true,
+                            /*k_per_slot=*/1,
+                            macro_a_direct,
                             /*a_direct_max_n=*/512};
   return arch;
 }

@@ -16,6 +16,7 @@
 // its slab with its own buffers; k is never split, so results are bitwise thread-independent.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace mg {
@@ -86,17 +87,37 @@ struct Arch {
   int64_t a_direct_max_n = 0;
 };
 
+// The portable family, for any CPU (gemm_scalar.cpp).
+const Arch& arch_scalar();
 // Defined in gemm_avx512.cpp / gemm_avx2.cpp. They only describe the kernels: calling the routines
 // on a CPU without the instructions faults, so the caller checks __builtin_cpu_supports first.
 const Arch& arch_avx512();
 const Arch& arch_avx2();
 const Arch& arch_avx512_bf16();  // gemm_avx512_bf16.cpp: packed layouts of bf16 pairs, see there
 
-// Portable packing, used by the scalar and AVX2 families (and for the edges of the AVX-512 one).
+// Portable packing (gemm_scalar.cpp), used by the scalar and AVX2 families (and for the edges of
+// the AVX-512 one).
 void pack_a_generic(int mr, bool trans, const float* A, int64_t lda, int64_t m, int64_t kc,
                     float* Ap);
 void pack_b_generic(int nr, int vl, bool trans, const float* B, int64_t ldb, int64_t kc, int64_t n,
                     float* Bp);
+
+// ---- The driver's pieces that mg::PackedB (gemm_packed_b.cpp) shares; defined in gemm.cpp.
+
+inline int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+inline int64_t round_up(int64_t a, int64_t b) {
+  return ceil_div(a, b) * b;
+}
+// Below this many multiply-adds one core finishes before a second one would have woken up.
+constexpr double kParallelMinWork = 96.0 * 96.0 * 96.0;
+
+const Arch& arch_of(GemmKernel kind);  // kAuto and kScalar: the portable scalar family
+// This thread's packed-A buffer, at least `floats` long, 64-byte aligned, kept between calls.
+float* thread_scratch_a(size_t floats);
+// C[0:M, 0:N] *= beta (beta == 0: C is written, never read): a product with K = 0 or alpha = 0.
+void scale_c(int64_t M, int64_t N, float beta, float* C, int64_t ldc);
 
 }  // namespace gemm_detail
 }  // namespace mg

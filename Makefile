@@ -49,7 +49,11 @@ LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 # The library is every layer (tools/check_layers.sh) but the program's main, cli/mosgrad.cpp.
 LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp) \
              $(filter-out cli/mosgrad.cpp,$(wildcard cli/*.cpp))
-TEST_SRCS := $(wildcard tests/*.cpp) tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp
+# The tests mirror the source folders (tests/tensor/ checks tensor/, ...); tests/docs/ checks the
+# docs' commands and gdb sessions, tests/fuzz/ replays the fuzzers' findings.
+TEST_DIRS := cuda tensor autograd nn io lm analysis cli tools docs
+TEST_SRCS := $(wildcard tests/*.cpp $(TEST_DIRS:%=tests/%/*.cpp)) tests/fuzz/test_fuzz_replay.cpp \
+             tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp
 TOOL_SRCS := $(wildcard cli/mosgrad.cpp)  # the mosgrad program's main
 BENCH_SRCS:= $(wildcard bench/*.cpp)
 
@@ -107,8 +111,8 @@ bench:
 
 # The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
 RELEASE := build/release$(if $(filter 1,$(CUDA)),-cuda)
-# The debug programs too: tests/test_gdb_walkthrough.cpp runs the docs' gdb sessions on them, and
-# tests/test_gdb_printers.cpp checks the pretty-printers (tools/gdb/) on build/debug/run_tests
+# The debug programs too: tests/docs/test_gdb_walkthrough.cpp runs the docs' gdb sessions on them, and
+# tests/tools/test_gdb_printers.cpp checks the pretty-printers (tools/gdb/) on build/debug/run_tests
 # (CPU-only, whatever CUDA says: the walkthrough steps through CPU code).
 test: check-layers
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests

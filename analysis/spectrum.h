@@ -50,7 +50,7 @@ struct Spectrum {
 
 // The spectrum from the Gram's eigenvalues (any order) of an N×V matrix, at the Gram's threshold
 // σ_max·sqrt(max(N,V)·ε): what `rank` reported before it computed σ from A itself (kept to show
-// the difference, tests/test_svd.cpp).
+// the difference, tests/analysis/test_svd.cpp).
 Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, int64_t V);
 
 // The spectrum from singular values computed from A itself (analysis/svd.h), at the standard

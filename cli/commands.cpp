@@ -213,7 +213,7 @@ std::string cli_markdown() {
   std::string md =
       "# The `mosgrad` command line\n\n"
       "Generated from the command table the parser uses (`mosgrad help --markdown > docs/cli.md`; "
-      "`tests/test_flags.cpp` checks that this file is that output), so every default and range "
+      "`tests/cli/test_flags.cpp` checks that this file is that output), so every default and range "
       "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
       "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
       "alone means true. Defaults are those of the default preset (small-mos for train and "

@@ -56,7 +56,7 @@ MG_HOST_DEVICE inline float vexp(float x) {
 }
 
 // exp(x) for x <= 0 only (x > 0 gives wrong results): the softmax's exp(x - max) and
-// exp(x - logsumexp). Bit for bit vexp there (tests/test_vec_math.cpp), ~30% fewer instructions;
+// exp(x - logsumexp). Bit for bit vexp there (tests/tensor/test_vec_math.cpp), ~30% fewer instructions;
 // it is most of the time of the passes over the head's 35M logits per small-mos step.
 MG_HOST_DEVICE inline float vexp_nonpositive(float x) {
   return vexp_impl<true>(x);

@@ -3,7 +3,7 @@
 // the operands of the large GEMMs to it (tensor/gemm_avx512_bf16.cpp); everything else stays FP32.
 //
 // This is the scalar mirror of the hardware conversion (VCVTNEPS2BF16 / VCVTNE2PS2BF16,
-// AVX512_BF16), checked against it bit for bit in tests/test_gemm_bf16.cpp:
+// AVX512_BF16), checked against it bit for bit in tests/tensor/test_gemm_bf16.cpp:
 //  * round to nearest, ties to even, whatever MXCSR says;
 //  * denormal inputs become a zero of the same sign (the instruction treats them as zero);
 //  * NaN stays NaN (quietened), ±Inf stays ±Inf, and a float above bf16's largest finite value

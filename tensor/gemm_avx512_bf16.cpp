@@ -6,7 +6,7 @@
 // (mixed precision as in Kalamkar et al., "A Study of BFLOAT16 for Deep Learning Training", 2019).
 // A product of two bf16 (8-bit significands) is exact in FP32; each addition rounds as in FP32.
 // The instruction ignores MXCSR: denormal inputs count as zero and denormal results are flushed
-// to zero (tests/test_gemm_bf16.cpp derives the tolerance this implies).
+// to zero (tests/tensor/test_gemm_bf16.cpp derives the tolerance this implies).
 //
 // The loop nest, blocking and threading are gemm.cpp's, the C tile's prefetch and update
 // gemm_avx512_tile.h's (shared with gemm_avx512.cpp); only the packing and the k loop differ.

@@ -20,7 +20,7 @@ namespace mg {
 // the normal range, so the clamp (a compare and two blends) and the exponent-field arithmetic go:
 // ~25% faster. Bit for bit vexp_at_most_64 where exp(x) is a normal float (x >= -87.33); below,
 // exp(x) itself (rounded to a subnormal, then 0) where vexp stays at FLT_MIN. -inf gives 0, NaN
-// stays NaN (tests/test_vec_math.cpp).
+// stays NaN (tests/tensor/test_vec_math.cpp).
 // (The maskz forms with every lane set are the plain instructions; the plain intrinsics start
 // from _mm512_undefined_ps, which GCC 12 reports as maybe-uninitialized.)
 constexpr __mmask16 kAll16 = 0xffff;

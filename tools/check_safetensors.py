@@ -13,7 +13,7 @@ When the package is importable, every command also cross-checks against it.
   python3 tools/check_safetensors.py dump FILE           validate strictly and print every tensor
   python3 tools/check_safetensors.py selftest            spec writer -> spec reader round trip
 
-tests/test_safetensors.cpp compares mosgrad's writer byte for byte with the fixture and reads it back.
+tests/io/test_safetensors.cpp compares mosgrad's writer byte for byte with the fixture and reads it back.
 """
 import json
 import math

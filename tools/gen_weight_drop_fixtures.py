@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes tests/fixtures/weight_drop.txt: PyTorch reference values for weight drop in training mode
-(read by tests/test_weight_drop.cpp).
+(read by tests/nn/test_weight_drop.cpp).
 
     /usr/bin/python3 tools/gen_weight_drop_fixtures.py [--out tests/fixtures/weight_drop.txt]
 
@@ -83,7 +83,7 @@ class Stream:
 
 
 def check_philox():
-    # The known answer tests/test_tensor.cpp checks too (Random123's kat_vectors, all-ones input).
+    # The known answer tests/tensor/test_tensor.cpp checks too (Random123's kat_vectors, all-ones input).
     assert philox4x32([M32] * 4, 0xFFFFFFFFFFFFFFFF) == [0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD]
 
 

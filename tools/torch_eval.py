@@ -6,7 +6,7 @@
       writes its weights and flags to tests/fixtures/ptb_eval_model.safetensors, and the PyTorch
       perplexity of the first 5,000 tokens of PTB valid (AWD-LSTM convention: batchify into B=10
       columns, hidden state carried over segments of 35) into tests/fixtures/ptb_eval.txt.
-      tests/test_ptb_eval.cpp imports the file and must get the same loss within 1e-4 relative.
+      tests/lm/test_ptb_eval.cpp imports the file and must get the same loss within 1e-4 relative.
 
   /usr/bin/python3 tools/torch_eval.py eval FILE.safetensors [--data DIR] [--split valid|test]
                                              [--batch_size B] [--bptt T] [--tokens N]

@@ -2,7 +2,7 @@
 // (every head, tied and untied, one and two layers) saved in both formats; and four training
 // states of the train_state target (SGD at the start, mid-epoch with a validation history, ASGD,
 // Adam). They are binary and follow the formats, so they are generated, never committed:
-// tests/test_fuzz_replay.cpp writes them into a temporary folder, `make fuzz-seeds` into
+// tests/fuzz/test_fuzz_replay.cpp writes them into a temporary folder, `make fuzz-seeds` into
 // build/fuzz/model_seeds/ for the fuzzers.
 #pragma once
 

@@ -5,7 +5,7 @@
 //
 // The same functions run two ways:
 //   make fuzz        libFuzzer + ASan/UBSan (clang), each target for FUZZ_SECONDS
-//   (tests/fuzz/main.cpp) make test        tests/test_fuzz_replay.cpp replays the committed seed
+//   (tests/fuzz/main.cpp) make test        tests/fuzz/test_fuzz_replay.cpp replays the committed seed
 //   corpus and every crash
 //                    reproducer (tests/fuzz/corpus/<target>/, tests/fuzz/crashes/<target>/)
 #pragma once

@@ -1,5 +1,5 @@
 // Batching (lm/batching.h): batchify into B columns, get_batch's shifted targets, the papers'
-// evaluation target count, and the variable BPTT length. Split from tests/test_corpus.cpp.
+// evaluation target count, and the variable BPTT length. Split from tests/lm/test_corpus.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

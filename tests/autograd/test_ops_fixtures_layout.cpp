@@ -1,11 +1,11 @@
-// Every op in autograd/ops.h against PyTorch, continued from tests/test_ops_fixtures.cpp: softmax
+// Every op in autograd/ops.h against PyTorch, continued from tests/autograd/test_ops_fixtures.cpp: softmax
 // and log_softmax, shape and layout, indexing and the loss. Same fixture file and checks
-// (tests/ops_case.h).
+// (tests/autograd/ops_case.h).
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
-#include "tests/ops_case.h"
+#include "tests/autograd/ops_case.h"
 #include "tests/test_util.h"
 
 using Case = mgtest::OpsCase;

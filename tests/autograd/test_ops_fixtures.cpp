@@ -1,15 +1,15 @@
 // Every op in autograd/ops.h against PyTorch (arithmetic, unary, matmul, reductions here; the rest
-// in tests/test_ops_fixtures_layout.cpp): forward output and the gradient of sum(out * R) for each
+// in tests/autograd/test_ops_fixtures_layout.cpp): forward output and the gradient of sum(out * R) for each
 // input, read from tests/fixtures/ops.txt (written by tools/gen_fixtures.py; regenerate with
 // `/usr/bin/python3 tools/gen_fixtures.py`). One TEST per fixture case, named after it: the
 // case "add_bcast" holds add_bcast.a, add_bcast.b, add_bcast.out, add_bcast.R, add_bcast.grad.a,
 // ... Non-tensor arguments (dims, flags, scalars) are repeated here from the case's '#' line there.
-// Tolerances and the check itself: tests/ops_case.h.
+// Tolerances and the check itself: tests/autograd/ops_case.h.
 #include <string>
 #include <vector>
 
 #include "autograd/ops.h"
-#include "tests/ops_case.h"
+#include "tests/autograd/ops_case.h"
 #include "tests/test_util.h"
 
 using Case = mgtest::OpsCase;

@@ -2,7 +2,7 @@
 // --fused-head false and --gemm reference. Each flag reaches the code it names, the reference GEMM
 // is refused where it cannot run, and training and validation through each reference give the fast
 // paths' numbers within the whole-model fixture tolerance (1e-4 relative, as the PyTorch comparison
-// in tests/test_layers_fixtures.cpp, which runs every path too).
+// in tests/nn/test_layers_fixtures.cpp, which runs every path too).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,7 +21,7 @@ using namespace mg;
 
 namespace {
 
-constexpr double kModelRtol = 1e-4;  // tests/test_layers_fixtures.cpp: whole models against PyTorch
+constexpr double kModelRtol = 1e-4;  // tests/nn/test_layers_fixtures.cpp: whole models against PyTorch
 
 std::string invalid_of(const std::function<void()>& fn) {
   return mgtest::error_of<std::invalid_argument>(fn);

@@ -1,7 +1,7 @@
 // One case of tests/fixtures/ops.txt (written by tools/gen_fixtures.py): its differentiable inputs
 // as fresh leaves, and the check of an op's output and input gradients against PyTorch's. Shared by
-// tests/test_ops_fixtures.cpp (arithmetic, unary, matmul, reductions) and
-// tests/test_ops_fixtures_layout.cpp (softmax, shape and layout, indexing, loss).
+// tests/autograd/test_ops_fixtures.cpp (arithmetic, unary, matmul, reductions) and
+// tests/autograd/test_ops_fixtures_layout.cpp (softmax, shape and layout, indexing, loss).
 //
 // Tolerances: the reference is float64 on the same float32 inputs, so the error measured is
 // mosgrad's float32 arithmetic alone; rtol 1e-5 is ~80 float32 ulps. The atol covers results that

@@ -1,4 +1,4 @@
-#include "tests/ops_case.h"
+#include "tests/autograd/ops_case.h"
 
 #include "autograd/ops.h"
 #include "tests/test_util.h"

@@ -1,5 +1,5 @@
 // The learning-curve plot refuses a damaged metrics file naming the file and the line (the plot's
-// other tests are in tests/test_metrics.cpp, beside the writer whose output it reads).
+// other tests are in tests/lm/test_metrics.cpp, beside the writer whose output it reads).
 #include <gtest/gtest.h>
 
 #include <filesystem>

@@ -274,7 +274,8 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in,
             gates_backward(u1 - u0, H, act + b * G + u0, c + b * H + u0, c_prev + b * H + u0,
                            dy + b * H + u0, dhp + b * H + u0, dcp + b * H + u0, dg + b * G + u0);
           barrier();
-          // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1]; W_hh [4H,H] is read in place.
+          // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1] (W_hh [4H,H]): from the columns packed once
+          // per sequence (w_cols) when prepack, else straight from W_hh's rows by the GEMM.
           if (u1 > u0 && (t > 0 || need[1])) {
             if (prepack)
               gemm_packed_b(B, u1 - u0, G, 1.0f, dg, G, w_cols, 0.0f, dhp + u0, H);

@@ -145,7 +145,7 @@ std::string rank_plot_svg(const RankReport& r, const std::string& title) {
   if (!r.model.sigma.empty() && r.model.sigma[0] > 0) {
     const double t = r.model.threshold / r.model.sigma[0];
     plot.series.push_back({"threshold",
-                           "rank threshold σ_max·sqrt(max(N,V)·ε)",
+                           "rank threshold σ_max·max(N,V)·ε",
                            "#7f7f7f",
                            false,
                            {{0.0, t}, {static_cast<double>(r.model.sigma.size()), t}}});

@@ -138,7 +138,7 @@ FlagTable eval_flags(CommandLine& c) {
                                  o.split, {"valid", "test", "train"}),
                      device_flag(o), threads_flag(o.threads),
                      int_flag("batch_size", kRun,
-                              "columns (default 1 for test, 10 for valid, as the papers)",
+                              "columns (default 1 for test, 10 otherwise, as the papers)",
                               o.batch_size, 0, kMaxSize),
                      int_flag("bptt", kRun, "segment length (default 70)", o.bptt, 1, kMaxSize)});
   add_path_flags(t, o);

@@ -46,7 +46,7 @@ ReproducePlan quick_plan() {
 // The bottleneck binds harder when d is small against V = 10,000 (a softmax head's log-probability
 // matrix has rank <= d+2 = 66), and a mixture head's cost grows with K·d·V, so d = 64 is where
 // MoS should show soonest within an afternoon of 2 cores. AWD-LSTM's regularisation, lighter for a
-// model of 1.3-1.6M parameters so it converges within the epoch cap.
+// model of 1.1-1.6M parameters so it converges within the epoch cap.
 ReproducePlan afternoon_plan() {
   ReproducePlan p;
   p.name = "afternoon";

@@ -1,6 +1,7 @@
 // The functions that run each `mosgrad` command once its flags are parsed and checked
 // (cli/commands.h): each returns the program's exit status. cli/run_training.cpp holds the
-// commands that build a model from the train flags, cli/run_model.cpp those that run a saved one.
+// commands that build a model from the train flags (and reproduce, plot, presets),
+// cli/run_model.cpp those that run a saved one.
 #pragma once
 
 #include "cli/command_line.h"

@@ -19,7 +19,8 @@
 //   for (int64_t i = 0; i < data.rows - 1; ) {
 //     const int64_t T = bptt_length(bptt, gen);       // variable length, see below
 //     const Batch b = get_batch(data, i, T);          // b.seq_len <= T near the end
-//     lr_step = lr * b.seq_len / bptt;                // the caller's job: scale, step, restore lr
+//     lr_step = lr * T / bptt;                        // T as drawn, before get_batch clips it
+//                                                     // (AWD-LSTM's main.py); the caller's job
 //     ... forward b.input [T, B], loss against b.target [N] ...
 //     i += b.seq_len;
 //   }

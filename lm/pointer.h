@@ -7,7 +7,7 @@
 //
 // How: one pass of the model at batch size 1 with the hidden state carried (PointerStream keeps,
 // for each target, h_t and p_model(target)); the cache is then scored from those alone, so a grid
-// of θ and λ costs one pass of the model plus N·L·H multiply-adds per θ.
+// of θ and λ costs one pass of the model, N·L·H multiply-adds once and N·L exponentials per θ.
 //
 // Two choices, both documented differences from pointer.py: the cache is used from the second
 // target on, with the min(t, L) entries it has (pointer.py waits until it holds more than L); the

@@ -7,7 +7,7 @@
 // thread owns a slice of hidden units and computes the per-step product for its columns of the
 // four gate blocks (four single-threaded GEMM calls).
 // Backward (BPTT in one pass, t = T-1 .. 0) turns d h_t, d c_T into the pre-activation gate
-// gradients dG_t, in the same kind of team; the weight gradients are then two big GEMMs over all
+// gradients dG_t, in the same kind of team; the weight gradients are then big GEMMs over all
 // steps at once.
 //
 // One node has one output, so the op returns a packed tensor Y [T+1,B,H]: rows 0..T-1 are h_1..h_T
@@ -238,8 +238,9 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in,
                                   const std::vector<bool>& need) {
   const Tensor grad_y = contiguous_data(grad_y_in);
   const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1), G = 4 * H;
-  if (grad_y.is_cuda()) {  // the same BPTT, one gate kernel and one cuBLAS GEMM per step
-                           // (cuda/lstm_fused.cu)
+  // The same BPTT on the GPU (cuda/lstm_fused.cu): one persistent launch, per-unit kernels, or a
+  // gate kernel and a cuBLAS GEMM per step, whichever fits B and H.
+  if (grad_y.is_cuda()) {
     Tensor d_gates = Tensor::empty({T * B, G}, Device::CUDA);
     Tensor dh = Tensor::empty({B, H}, Device::CUDA), dc = Tensor::empty({B, H}, Device::CUDA);
     cuda_lstm_backward(T, B, H, s.acts.data_ptr(), s.cells.data_ptr(), s.c0.data_ptr(),

@@ -1,8 +1,8 @@
 // The GEMM driver: cache blocking, packing, threading and the choice of micro-kernel (see
-// tensor/gemm_kernels.h for the algorithm and the packed layouts). This file holds everything that
-// does not depend on the instruction set, plus the portable scalar kernel; the vector kernels live
-// in gemm_avx512.cpp, gemm_avx512_bf16.cpp and gemm_avx2.cpp and are only called after a run-time
-// CPU check. A B packed once for many products (mg::PackedB) is gemm_packed_b.cpp.
+// tensor/gemm_kernels.h for the algorithm and the packed layouts), and gemm_reference. The kernel
+// families live beside it: the portable scalar kernel and packing in gemm_scalar.cpp, the vector
+// kernels in gemm_avx512.cpp, gemm_avx512_bf16.cpp and gemm_avx2.cpp (called only after a run-time
+// CPU check). A B packed once for many products (mg::PackedB) is gemm_packed_b.cpp.
 //
 // Determinism: each C element is computed by exactly one thread, as one accumulator per kc block
 // summed over k in increasing order, and the kc blocking depends on K alone. So the split between

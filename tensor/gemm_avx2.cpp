@@ -2,7 +2,7 @@
 // Haswell-class shape: 12 accumulators + 2 B vectors + 1 broadcast of the 16 ymm registers, 12
 // FMAs per 2 loads and 6 broadcasts, and 12 independent chains for an FMA latency of 4-5 cycles
 // on two pipes (Goto & van de Geijn 2008; Low et al., ACM TOMS 43(2), 2016). Packing is the
-// portable code of gemm.cpp. Compiled with a target attribute, entered only after gemm.cpp
+// portable code of gemm_scalar.cpp. Compiled with a target attribute, entered only after gemm.cpp
 // checked __builtin_cpu_supports("avx2") and ("fma").
 #include "tensor/gemm_kernels.h"
 

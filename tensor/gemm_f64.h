@@ -1,7 +1,8 @@
-// Double-precision matrix products for the instruments that measure the softmax bottleneck
-// (`mosgrad rank`, analysis/rank.cpp and analysis/spectrum.cpp): the head's logits recomputed in double, and
-// the Gram matrix AᵀA of the log-probability matrix over all of PTB valid (73,760 x 10,000: 3.7e12
-// multiply-adds, an hour as dot products, a minute here).
+// Double-precision matrix products for the instruments that measure the softmax bottleneck: the
+// head's logits recomputed in double (analysis/head_double.cpp), the blocked Householder QR's
+// products (analysis/svd.cpp), and the Gram matrix AᵀA that analysis/spectrum.cpp keeps for
+// comparison (over all of PTB valid, 73,760 x 10,000: 3.7e12 multiply-adds, an hour as dot
+// products, a minute here).
 //
 // Both are the same loop: an 8 x 24 tile of C held in 24 AVX-512 registers (8 doubles each) while
 // k runs, reading two packed operands, each stored as panels of 8: panel g holds the 8 columns

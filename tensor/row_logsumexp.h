@@ -93,7 +93,7 @@ inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict 
 
 // A row's running logsumexp over the slabs seen so far: Σ_j exp(x_j - shift) for a shift that
 // moves only when a slab's max passes it by more than kShiftSlack (on the first finite slab, and
-// rarely after). A shift that followed the running max exactly would move in ~3 of a row's 13
+// rarely after). A shift that followed the running max exactly would move in ~3 of a row's 14
 // slabs, and every move rescales what is stored; trailing the max by up to 64 keeps exp(x - shift)
 // <= e^64 (6e27), far from overflow, and logsumexp = shift + log Σ stays exact.
 // With `stored` (the row's first column) the exponentials are kept in place of x: backward reads

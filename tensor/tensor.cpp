@@ -285,9 +285,9 @@ void transpose_rows_scalar(const float* __restrict src, int64_t ld, int64_t C, i
 #if defined(__GNUC__) && defined(__x86_64__)
 #define MG_HAVE_AVX2_TRANSPOSE 1
 // The same with AVX2: whole 8 x 8 blocks are loaded as 8 rows of the source, transposed in
-// registers (transpose8, shared with the GEMM's packing) and stored as 8 rows of dst; the ragged edges
-// take the scalar loop. The scalar form is one load and one store per float, and the column it
-// reads touches a new line per element: 1% of a small-mos training step for d W alone.
+// registers (transpose8, shared with the GEMM's packing) and stored as 8 rows of dst; the ragged
+// edges take the scalar loop. The scalar form is one load and one store per float, and the column
+// it reads touches a new line per element: 1% of a small-mos training step for d W alone.
 __attribute__((target("avx2"))) void transpose_rows_avx2(const float* __restrict src, int64_t ld,
                                                          int64_t C, int64_t i0, int64_t i1,
                                                          float* __restrict dst) {
@@ -335,7 +335,8 @@ Tensor copy_contiguous(const Tensor& t) {
   if (rank == 2 && t.strides()[0] == 1 && t.shape()[0] > 1) {
     // A transposed matrix (the view's rows are the storage's columns). Row by row, each output row
     // would read a whole column of the source, one cache line per element; tiles read and write
-    // whole lines instead (the fused LSTM's W_hh^T and the head's d W are 0.6M-2M floats).
+    // whole lines instead (the fused LSTM's W_hh^T under --gemm reference, the head's d W: 0.6M-2M
+    // floats).
     const int64_t R = t.shape()[0], C = t.shape()[1];
     parallel_for((R + kTransposeTile - 1) / kTransposeTile, 4, [&](int64_t b0, int64_t b1) {
       transpose_rows(src + t.impl().offset, t.strides()[1], C, b0 * kTransposeTile,

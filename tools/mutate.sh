@@ -15,7 +15,7 @@
 #   --check  only check the list: every edit's text must occur exactly once in its file (so the
 #            list cannot silently go stale when the code changes); builds and runs nothing
 #   --full   run the whole fast suite for every mutant instead of the tests each one names
-#   ID...    run only these mutations (e.g. tools/mutate.sh wdrop.unused lstm.dc_carry)
+#   ID...    run only these mutations (e.g. tools/mutate.sh wdrop.unused lstm.cell_carry)
 #
 # A mutant counts as killed when a test fails, crashes or times out; one that does not compile is a
 # broken list entry and fails the run. Mutations marked `equivalent` cannot change any result (the

@@ -9,6 +9,9 @@
 #   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
 #   make mutate     mutation testing: which planted bugs does the suite catch? (tools/mutate.sh)
+#   make student OUT=DIR [LABS=3,4]  the course's student tree: solutions replaced by stubs
+#   make grade [LAB=N] [JSON=FILE]   the course's grader: each task's tests, points out of 100
+#   make course-check                each lab stubbed alone fails only its own tasks (slow)
 #   make clean
 #
 # Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend,
@@ -79,7 +82,7 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-.PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate
+.PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(BUILD)/%.o: %.cpp
@@ -122,6 +125,18 @@ test: check-layers
 # The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
 check-layers:
 	@bash tools/check_layers.sh
+
+# The course kit (docs/course/README.md, tools/course.sh): `make student OUT=../course` writes the
+# student tree; `make grade` runs each task's tests in this tree and prints the points.
+student:
+	@bash tools/course.sh student "$(OUT)" "$(LABS)"
+
+grade:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
+	@bash tools/course.sh grade $(LAB) $(if $(JSON),--json $(JSON))
+
+course-check:
+	@bash tools/course.sh check
 
 # Mutation testing (not part of `make test`): each bug listed in tools/mutations.txt is planted in a
 # private copy of the sources (build/mutate/), and the tests it names must fail. Prints a table and

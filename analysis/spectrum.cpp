@@ -8,6 +8,7 @@
 
 #include "analysis/svd.h"
 #include "tensor/gemm_f64.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -186,9 +187,11 @@ Spectrum spectrum_from_singular_values(std::vector<double> sigma, int64_t N, int
   std::sort(sigma.begin(), sigma.end(), std::greater<double>());
   s.sigma = std::move(sigma);
   if (s.sigma.empty()) return s;
+  // TASK 8.1: the numerical rank: how many σ exceed σ_max·max(N,V)·ε (the threshold, recorded too)
   s.threshold = s.sigma[0] * static_cast<double>(std::max(N, V)) * DBL_EPSILON;
-  for (double v : s.sigma) s.rank += v > s.threshold;
+  s.rank = std::count_if(s.sigma.begin(), s.sigma.end(), [&](double v) { return v > s.threshold; });
   return s;
+  // END TASK 8.1
 }
 
 Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V) {

@@ -8,6 +8,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -16,6 +17,7 @@ namespace {
 // Post-order of the nodes reachable from `root` (inputs before their users), by an explicit-stack
 // depth-first search: a deep unrolled LSTM would overflow a recursive one.
 std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>& root) {
+  // TASK 2.1: every node after the nodes of its inputs, each once, with a stack of your own
   std::vector<std::shared_ptr<Node>> order;
   std::unordered_set<const Node*> seen{root.get()};
   std::vector<std::pair<std::shared_ptr<Node>, size_t>> stack{{root, 0}};
@@ -32,6 +34,7 @@ std::vector<std::shared_ptr<Node>> topological_order(const std::shared_ptr<Node>
     }
   }
   return order;
+  // END TASK 2.1
 }
 
 // True when nothing but this handle can see t's numbers: its own storage, whole and contiguous, and

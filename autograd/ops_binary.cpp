@@ -4,6 +4,7 @@
 
 #include "autograd/ops.h"
 #include "tensor/kernels.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -98,8 +99,10 @@ Tensor add(const Tensor& a, const Tensor& b) {
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary<CudaBinary::Sub>("sub", a, b);
   const Shape sa = a.shape(), sb = b.shape();
-  return record("sub", out, {a, b}, [sa, sb](const Tensor& g) {
+  return record("sub", out, {a, b}, [sa, sb](const Tensor& g) -> std::vector<Tensor> {
+    // TASK 3.1: d(a-b)/da = 1 and d(a-b)/db = -1, each summed back to its input's shape (sum_to)
     return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
+    // END TASK 3.1
   });
 }
 
@@ -107,10 +110,11 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary<CudaBinary::Mul>("mul", a, b);
   return record("mul", out, {a, b},
                 [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
-                 rb = b.requires_grad()](const Tensor& g) {
-                  // d(a*b)/da = b, d(a*b)/db = a
+                 rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+                  // TASK 3.2: d(a*b)/da = b, d(a*b)/db = a, summed back; Tensor() if not needed
                   return std::vector<Tensor>{ra ? sum_to(mul(g, b), a.shape()) : Tensor(),
                                              rb ? sum_to(mul(g, a), b.shape()) : Tensor()};
+                  // END TASK 3.2
                 });
 }
 
@@ -118,11 +122,12 @@ Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = broadcast_binary<CudaBinary::Div>("div", a, b);
   return record("div", out, {a, b},
                 [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
-                 rb = b.requires_grad()](const Tensor& g) {
-                  // d(a/b)/da = 1/b, d(a/b)/db = -a/b^2
+                 rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+                  // TASK 3.3: d(a/b)/da = 1/b, d(a/b)/db = -a/b^2, summed back as in 3.2
                   return std::vector<Tensor>{
                       ra ? sum_to(div(g, b), a.shape()) : Tensor(),
                       rb ? sum_to(neg(div(mul(g, a), mul(b, b))), b.shape()) : Tensor()};
+                  // END TASK 3.3
                 });
 }
 

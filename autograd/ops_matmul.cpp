@@ -3,6 +3,7 @@
 #include "autograd/ops.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -22,8 +23,10 @@ std::vector<Tensor> matmul_backward(const Tensor& g, const Tensor& a, const Tens
     return batched ? bmm(x, y, tx, ty) : matmul(x, y, tx, ty);
   };
   Tensor ga, gb;
+  // TASK 3.4: dA' = g B'^T and dB' = A'^T g with mm and its transpose flags, no copies
   if (need_a) ga = ta ? mm(b, g, tb, true) : mm(g, b, false, !tb);
   if (need_b) gb = tb ? mm(g, a, true, ta) : mm(a, g, !ta, false);
+  // END TASK 3.4
   return {ga, gb};
 }
 

@@ -27,6 +27,7 @@
 #include "lm/run_checks.h"
 #include "lm/run_record.h"
 #include "lm/train_state.h"
+#include "tensor/not_implemented.h"
 #include "tensor/parallel.h"
 
 namespace mg {
@@ -182,25 +183,22 @@ void start_state(Run& r) {
              : std::to_string(num_threads()) + " threads"));
 }
 
-// NT-ASGD (AWD-LSTM §3): switch SGD -> ASGD once validation is worse than the best of all epochs
-// but the last `nonmono`. When finetuning the same test ends the run: returns true then.
+// NT-ASGD: switch SGD -> ASGD once the validation is non-monotone. When finetuning the same test
+// ends the run: returns true then.
 bool nt_asgd(Run& r, double val_loss) {
   const TrainConfig& cfg = r.cfg;
   TrainState& st = r.st;
-  const size_t k = static_cast<size_t>(cfg.nonmono);
-  const bool non_monotone =
-      st.val_history.size() > k &&
-      val_loss > *std::min_element(st.val_history.begin(), st.val_history.end() - k);
+  const bool worse = non_monotone(st.val_history, val_loss, cfg.nonmono);
   st.val_history.push_back(val_loss);
-  if (non_monotone && st.optimizer == OptimizerKind::SGD) {
+  if (worse && st.optimizer == OptimizerKind::SGD) {
     r.say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) +
           " epochs)");
     st.optimizer = OptimizerKind::ASGD;
     r.opt = std::make_unique<Optimizer>(st.optimizer, r.model.named_parameters(), cfg.wdecay);
     return false;
   }
-  if (non_monotone && r.finetune) r.say("finetuning done: validation stopped improving");
-  return non_monotone && r.finetune;
+  if (worse && r.finetune) r.say("finetuning done: validation stopped improving");
+  return worse && r.finetune;
 }
 
 // A budget stop scores the weights reached ("validation perplexity after 15 minutes"), keeps them
@@ -227,7 +225,17 @@ double test_best_model(const Run& r) {
 
 }  // namespace
 
+// NT-ASGD's test (AWD-LSTM §3): is val_loss worse than the best validation loss of all epochs
+// before (`history`, oldest first) but the last `nonmono`? Never while there are at most nonmono.
+bool non_monotone(const std::vector<double>& history, double val_loss, int64_t nonmono) {
+  // TASK 7.2: worse than the best validation of all epochs but the last `nonmono` ones
+  const size_t k = static_cast<size_t>(nonmono);
+  return history.size() > k && val_loss > *std::min_element(history.begin(), history.end() - k);
+  // END TASK 7.2
+}
+
 Tensor regularised_loss(const ModelOutput& out, float alpha, float beta) {
+  // TASK 7.1: + alpha mean(dropped output²) (AR) + beta mean((raw h_t - raw h_{t-1})²) (TAR)
   Tensor loss = out.loss;  // mean NLL
   if (alpha != 0) loss = add(loss, mul_scalar(mean(square(out.dropped_outputs.back())), alpha));
   const Tensor& raw = out.raw_outputs.back();  // [T,B,H]
@@ -237,6 +245,7 @@ Tensor regularised_loss(const ModelOutput& out, float alpha, float beta) {
         loss,
         mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), beta));
   return loss;
+  // END TASK 7.1
 }
 
 void request_training_stop() {

@@ -44,6 +44,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 // 2017, §4.6). Shared by the trainer and bench/bench_train.cpp.
 Tensor regularised_loss(const ModelOutput& out, float alpha, float beta);
 
+// NT-ASGD's test (AWD-LSTM §3): val_loss is worse than the best of the validation losses before it
+// (history, oldest first) but the last `nonmono`; false while there are at most nonmono.
+bool non_monotone(const std::vector<double>& history, double val_loss, int64_t nonmono);
+
 void request_training_stop();
 bool training_stop_requested();
 void clear_training_stop();

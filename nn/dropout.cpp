@@ -5,6 +5,7 @@
 #include "cuda/formulas.h"
 #include "nn/embedding.h"
 #include "tensor/kernels.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -42,14 +43,18 @@ Tensor dropout(const Tensor& x, float p, Generator& gen, bool training) {
 Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training) {
   if (!training || p == 0.0f) return x;
   check_rank("locked_dropout", x, 3, "x [T,B,H]");
+  // TASK 5.1: one mask for all T steps (shape [1,B,H]), broadcast over time
   return mul(x, dropout_mask({1, x.size(1), x.size(2)}, p, gen, x.device()));
+  // END TASK 5.1
 }
 
 namespace {
 // Embedding dropout's mask: one per row of weight [V,E] -> [V,1].
 Tensor row_mask(const Tensor& weight, float p, Generator& gen) {
   check_rank("embedding_dropout", weight, 2, "weight [V,E]");
+  // TASK 5.2: one keep-or-drop per word (row of weight [V,E]): a [V,1] mask
   return dropout_mask({weight.size(0), 1}, p, gen, weight.device());
+  // END TASK 5.2
 }
 }  // namespace
 

@@ -5,6 +5,7 @@
 #include "autograd/ops.h"
 #include "nn/dropout.h"
 #include "nn/linear.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -156,9 +157,11 @@ Tensor MixtureHead::log_prob(const Tensor& h, int64_t B, Generator& gen) const {
     return log_softmax(linear(mixed_context(log_pi, ctx), decoder_weight, decoder_bias), 1);
   // MoS (Yang et al. 2017, eq. 3) in log space: log p = logsumexp_k(log π_k + log softmax(h_k W^T +
   // b)). Exact and stable for any logit magnitude (the reference's log(p + 1e-8) is not).
+  // TASK 6.1: log p = logsumexp over k of (log π_k + log softmax(ctx_k W^T + b)), [N,V]
   const Tensor z = linear(ctx, decoder_weight, decoder_bias);  // [N*K,V]
   const Tensor log_components = kind_ == HeadKind::MoS ? log_softmax(z, 1) : log_sigsoftmax(z);
   return logsumexp(add(reshape(log_components, {N, K, V}), reshape(log_pi, {N, K, 1})), 1);
+  // END TASK 6.1
 }
 
 std::shared_ptr<OutputHead> make_head(HeadKind kind, int64_t V, int64_t H, int64_t E, int64_t K,

@@ -4,6 +4,7 @@
 
 #include "autograd/ops.h"
 #include "nn/linear.h"
+#include "tensor/not_implemented.h"
 
 namespace mg {
 
@@ -34,6 +35,7 @@ std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state,
   Tensor h = state.h, c = state.c;
   std::vector<Tensor> outputs;
   for (int64_t t = 0; t < T; ++t) {
+    // TASK 4.1: gates = x W_ih^T + b_ih + h W_hh^T + b_hh; i, f, g, o (PyTorch's order); c, h
     const Tensor gates =
         add(narrow(x_proj, 0, t * B, B), linear(h, w.weight_hh, w.bias_hh));  // [B,4H]
     const Tensor i = sigmoid(narrow(gates, 1, 0, H));
@@ -42,6 +44,7 @@ std::pair<Tensor, LSTMState> lstm_steps(const Tensor& x, const LSTMState& state,
     const Tensor o = sigmoid(narrow(gates, 1, 3 * H, H));
     c = add(mul(f, c), mul(i, g));
     h = mul(o, tanh(c));
+    // END TASK 4.1
     outputs.push_back(h);
   }
   return {stack(outputs, 0), {h, c}};

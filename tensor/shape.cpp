@@ -1,4 +1,5 @@
 #include "tensor/shape.h"
+#include "tensor/not_implemented.h"
 
 #include <sstream>
 
@@ -29,6 +30,7 @@ Shape contiguous_strides(const Shape& shape) {
 }
 
 Shape broadcast_shapes(const std::string& op, const Shape& a, const Shape& b) {
+  // TASK 1.1: align the shapes from the right (a missing dim is 1); equal sizes or a 1 broadcast
   const size_t rank = std::max(a.size(), b.size());
   Shape out(rank);
   for (size_t i = 0; i < rank; ++i) {
@@ -40,6 +42,7 @@ Shape broadcast_shapes(const std::string& op, const Shape& a, const Shape& b) {
     out[i] = da == 1 ? db : da;
   }
   return out;
+  // END TASK 1.1
 }
 
 int normalize_dim(const std::string& op, int dim, int rank) {

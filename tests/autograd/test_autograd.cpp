@@ -1,6 +1,8 @@
 // The engine: accumulation, zero_grad, no_grad, detach, graph freeing, deep graphs, graph dumps.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "autograd/engine.h"
 #include "autograd/ops.h"
 #include "tests/test_util.h"
@@ -19,6 +21,18 @@ TEST(Autograd, ChainRuleThroughSharedSubexpression) {
     EXPECT_FLOAT_EQ(ga[i], 2 * uv * (bv + 1));
     EXPECT_FLOAT_EQ(gb[i], 2 * uv * av);
   }
+}
+
+// u = exp(a) + a feeds v twice (v = u + 2u), so d(sum v)/da = 3 (exp(a) + 1): the engine must visit
+// u once, after both of its users. Only ops whose backward is no course task (add, exp, mul_scalar,
+// sum), so this checks the engine alone (task 2.1).
+TEST(Autograd, EveryPathOfASharedInputIsSummedOnce) {
+  Tensor a = Tensor::from_vector({0.5f, -1.0f, 2.0f}, {3}).requires_grad_();
+  const Tensor u = add(exp(a), a);
+  const Tensor v = add(u, mul_scalar(u, 2.0f));
+  sum(add(v, v)).backward();  // and v twice as both inputs of one op
+  const std::vector<float> x = a.to_vector(), g = a.grad().to_vector();
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(g[i], 6 * (std::exp(x[i]) + 1)) << i;
 }
 
 TEST(Autograd, GradientsAccumulateUntilZeroGrad) {

@@ -175,6 +175,21 @@ TEST(Generate, EachWordIsSampledAsWrittenOut) {
 
 // AWD-LSTM's variable BPTT: with probability 0.95 around bptt, else around bptt/2 (not rounded),
 // normal with σ 5, rounded, at least 5, at most bptt + delta.
+// NT-ASGD's trigger on a hand-made history: worse than the best loss before the last `nonmono`
+// epochs (those do not count), and never while there are at most nonmono epochs.
+TEST(Schedule, NtAsgdTriggersWhenWorseThanTheBestBeforeTheLastNonmono) {
+  const std::vector<double> h = {5.0, 4.0, 4.5, 3.0};  // oldest first
+  EXPECT_TRUE(non_monotone(h, 4.1, 2));                // best of {5, 4} is 4
+  EXPECT_FALSE(non_monotone(h, 3.9, 2));
+  EXPECT_TRUE(non_monotone(h, 4.2, 1));   // best of {5, 4, 4.5} is 4
+  EXPECT_FALSE(non_monotone(h, 4.0, 1));  // equal is not worse
+  EXPECT_FALSE(non_monotone(h, 4.9, 3));  // best of {5} is 5
+  EXPECT_TRUE(non_monotone(h, 5.1, 3));
+  EXPECT_FALSE(non_monotone(h, 100, 4));   // 4 epochs, nonmono 4: nothing to compare with
+  EXPECT_TRUE(non_monotone(h, 3.1, 0));    // nonmono 0: the best of all
+  EXPECT_FALSE(non_monotone({}, 1e9, 0));  // the first epoch never switches
+}
+
 TEST(Schedule, VariableBpttFollowsTheRuleWrittenOut) {
   for (int64_t bptt : {35, 36, 9}) {
     Generator lib(77), hand(77);
@@ -208,14 +223,14 @@ TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
       int switches = 0, kept = 0;
       std::vector<double> history;
       for (size_t e = 0; e + 1 < epochs.size(); ++e) {
-        const bool non_monotone =
+        const bool worse_than_before =
             history.size() > 1 &&
             epochs[e].val_loss > *std::min_element(history.begin(), history.end() - 1);
         history.push_back(epochs[e].val_loss);
         if (epochs[e].optimizer != "sgd") continue;
-        EXPECT_EQ(epochs[e + 1].optimizer, non_monotone ? "asgd" : "sgd")
+        EXPECT_EQ(epochs[e + 1].optimizer, worse_than_before ? "asgd" : "sgd")
             << "after epoch " << e + 1;
-        (non_monotone ? switches : kept) += history.size() > 2;
+        (worse_than_before ? switches : kept) += history.size() > 2;
       }
       ASSERT_EQ(switches, 1) << "the run must switch to ASGD after epoch 2 to test the rule";
       ASSERT_GE(kept, 1) << "and stay on SGD through an epoch that could have switched";

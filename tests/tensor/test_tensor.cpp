@@ -6,6 +6,7 @@
 #include "autograd/ops.h"
 #include "nn/dropout.h"
 #include "tensor/parallel.h"
+#include "tensor/shape.h"
 #include "tests/test_util.h"
 
 using namespace mg;
@@ -51,9 +52,15 @@ TEST(Tensor, ViewsShareStorage) {
 TEST(Tensor, TransposedCopiesMatchElementByElement) {
   // copy_contiguous copies a transposed matrix in 32 x 32 tiles: edges that are not whole tiles,
   // views with an offset and a row stride wider than the row, against at() element by element.
-  for (auto [rows, cols] :
-       {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {8, 8}, {9, 9}, {32, 32}, {33, 65}, {100, 47},
-        {16, 200}, {201, 17}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 7},
+                            {7, 1},
+                            {8, 8},
+                            {9, 9},
+                            {32, 32},
+                            {33, 65},
+                            {100, 47},
+                            {16, 200},
+                            {201, 17}}) {
     const Tensor base = Tensor::arange((rows + 3) * (cols + 2));
     const Tensor m =
         narrow(narrow(reshape(base, {cols + 2, rows + 3}), 0, 1, cols), 1, 2, rows);  // [cols,rows]
@@ -84,6 +91,30 @@ TEST(Tensor, ReshapeInfersOneDim) {
   EXPECT_EQ(reshape(t, {-1, 3}).shape(), (Shape{8, 3}));
   EXPECT_THROW(reshape(t, {5, -1}), ShapeError);
   EXPECT_THROW(reshape(t, {-1, -1}), ShapeError);
+}
+
+// Broadcasting aligns shapes from the right; a missing or size-1 dim takes the other's size (the
+// course's task 1.1, checked on shapes and on add's forward values alone, before any backward).
+TEST(Tensor, BroadcastShapesAlignFromTheRight) {
+  EXPECT_EQ(broadcast_shapes("add", {2, 3}, {3}), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes("add", {3}, {2, 3}), (Shape{2, 3}));
+  EXPECT_EQ(broadcast_shapes("add", {4, 1, 3}, {2, 1}), (Shape{4, 2, 3}));
+  EXPECT_EQ(broadcast_shapes("add", {}, {5}), (Shape{5}));
+  EXPECT_EQ(broadcast_shapes("add", {1, 1}, {}), (Shape{1, 1}));
+  EXPECT_HAS(mgtest::error_of<ShapeError>([] {
+               broadcast_shapes("mul", {2, 3}, {2});
+             }),
+             "mul: cannot broadcast [2,3] with [2]");
+  EXPECT_HAS(mgtest::error_of<ShapeError>([] {
+               broadcast_shapes("add", {4, 2}, {3, 1});
+             }),
+             "add: cannot broadcast [4,2] with [3,1]");
+  EXPECT_EQ(broadcast_shapes("add", {4, 2}, {3, 1, 1}), (Shape{3, 4, 2}));
+  const Tensor m = Tensor::from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+  EXPECT_EQ(add(m, Tensor::from_vector({10, 20, 30}, {3})).to_vector(),
+            (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ(add(m, Tensor::from_vector({100, 200}, {2, 1})).to_vector(),
+            (std::vector<float>{101, 102, 103, 204, 205, 206}));
 }
 
 TEST(Tensor, ShapeErrorsNameTheOpAndBothShapes) {

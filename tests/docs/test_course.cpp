@@ -1,0 +1,149 @@
+// The course kit (docs/course/) cannot rot quietly: the task table and the solution regions in the
+// sources name each other one to one, the points sum to 100, every task's test filter selects
+// tests that exist, and every `mosgrad` command and file the lab pages name parses or exists.
+// (`make grade` and `make student` run the tasks themselves; CI runs both.)
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+
+using namespace mg;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kSourceDir = MOSGRAD_SOURCE_DIR;
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Task {
+  int points = 0;
+  std::string filter, what;
+};
+
+// docs/course/tasks.txt: "id points filter what...".
+std::map<std::string, Task> tasks() {
+  std::map<std::string, Task> all;
+  std::istringstream lines(read(kSourceDir + "/docs/course/tasks.txt"));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream f(line);
+    std::string id;
+    Task t;
+    f >> id >> t.points >> t.filter;
+    std::getline(f, t.what);
+    all[id] = t;
+  }
+  return all;
+}
+
+// gtest's filter syntax: patterns separated by ':', each with '*' and '?' wildcards.
+bool glob(const char* p, const char* s) {
+  if (*p == '\0') return *s == '\0';
+  if (*p == '*') return glob(p + 1, s) || (*s && glob(p, s + 1));
+  return *s && (*p == '?' || *p == *s) && glob(p + 1, s + 1);
+}
+
+}  // namespace
+
+TEST(Course, EveryTaskHasOneRegionAndEveryRegionATask) {
+  const std::map<std::string, Task> table = tasks();
+  ASSERT_GE(table.size(), 8u) << "docs/course/tasks.txt is missing or empty";
+  int points = 0;
+  for (const auto& [id, t] : table) points += t.points;
+  EXPECT_EQ(points, 100);
+  const std::regex start(R"(^\s*// TASK (\d+\.\d+): \S)"), end(R"(^\s*// END TASK (\d+\.\d+)\s*$)");
+  std::map<std::string, int> begun, ended;
+  std::map<std::string, std::string> where;
+  for (const char* dir : {"tensor", "autograd", "nn", "io", "lm", "analysis", "cli"})
+    for (const auto& e : fs::recursive_directory_iterator(kSourceDir + "/" + dir)) {
+      if (e.path().extension() != ".cpp" && e.path().extension() != ".h") continue;
+      std::istringstream lines(read(e.path().string()));
+      std::string open;
+      int n = 0;
+      for (std::string line; std::getline(lines, line);) {
+        ++n;
+        std::smatch m;
+        if (std::regex_search(line, m, start)) {
+          EXPECT_TRUE(open.empty()) << e.path() << ":" << n << ": TASK inside TASK " << open;
+          open = m[1];
+          ++begun[open];
+          where[open] = fs::relative(e.path(), kSourceDir).string();
+        } else if (std::regex_search(line, m, end)) {
+          EXPECT_EQ(m[1], open) << e.path() << ":" << n;
+          ++ended[m[1]];
+          open.clear();
+        }
+      }
+      EXPECT_TRUE(open.empty()) << e.path() << ": TASK " << open << " has no END TASK";
+    }
+  for (const auto& [id, t] : table) {
+    EXPECT_EQ(begun[id], 1) << "task " << id << " needs exactly one // TASK " << id << " region";
+    EXPECT_EQ(ended[id], 1) << "task " << id << " needs exactly one // END TASK " << id;
+    EXPECT_NE(t.what.find("(" + where[id] + ")"), std::string::npos)
+        << "task " << id << " is in " << where[id] << ", its line says" << t.what;
+  }
+  for (const auto& [id, n] : begun)
+    EXPECT_TRUE(table.count(id)) << "region " << id << " has no task";
+}
+
+TEST(Course, EveryTasksFilterSelectsTestsThatExist) {
+  std::vector<std::string> names;
+  const ::testing::UnitTest& unit = *::testing::UnitTest::GetInstance();
+  for (int i = 0; i < unit.total_test_suite_count(); ++i) {
+    const ::testing::TestSuite& suite = *unit.GetTestSuite(i);
+    for (int j = 0; j < suite.total_test_count(); ++j)
+      names.push_back(std::string(suite.name()) + "." + suite.GetTestInfo(j)->name());
+  }
+  for (const auto& [id, t] : tasks()) {
+    std::istringstream patterns(t.filter);
+    for (std::string p; std::getline(patterns, p, ':');) {
+      int matches = 0;
+      for (const std::string& n : names) matches += glob(p.c_str(), n.c_str());
+      EXPECT_GT(matches, 0) << "task " << id << ": no test matches " << p;
+    }
+  }
+}
+
+TEST(Course, EveryLabsCommandParsesAndEveryFileItNamesExists) {
+  const std::regex path(
+      R"(`((?:autograd|nn|lm|tensor|tools|tests|docs|io|cuda|analysis|cli)/[A-Za-z0-9_./-]*[A-Za-z0-9_]))");
+  int commands = 0, files = 0, labs = 0;
+  for (const auto& e : fs::directory_iterator(kSourceDir + "/docs/course")) {
+    if (e.path().extension() != ".md") continue;
+    labs += e.path().filename().string().rfind("lab", 0) == 0;
+    const std::string text = read(e.path().string());
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("build/release/mosgrad ", 0) != 0) continue;
+      std::istringstream words(line);
+      std::vector<std::string> w;
+      for (std::string x; words >> x && x != "|" && x != "#";) w.push_back(x);
+      w[0] = "mosgrad";
+      ++commands;
+      EXPECT_NO_THROW(parse_command(w)) << e.path().filename() << ": " << line;
+    }
+    for (auto it = std::sregex_iterator(text.begin(), text.end(), path);
+         it != std::sregex_iterator(); ++it) {
+      const std::string p = (*it)[1];
+      ++files;
+      EXPECT_TRUE(fs::exists(kSourceDir + "/" + p)) << e.path().filename() << " names " << p;
+    }
+  }
+  EXPECT_EQ(labs, 8);
+  EXPECT_GE(commands, 6);
+  EXPECT_GE(files, 20);
+}

@@ -8,7 +8,12 @@
 #                                        and print the table of points (`make grade`)
 #   tools/course.sh check                lab by lab: a tree with only lab N stubbed must fail exactly
 #                                        lab N's tasks and pass every other lab's tasks up to N - 1,
-#                                        so no lab's tests lean on a later lab (`make course-check`)
+#                                        so no lab's tests lean on a later lab; then `mutants`
+#                                        (`make course-check`)
+#   tools/course.sh mutants [ARGS]       the mutations of tools/mutations.txt inside a region must
+#                                        fail that task's tests (a wrong answer loses the points)
+#   tools/course.sh figures              every command of the lab pages runs and prints the
+#                                        figures the pages show
 #
 # A solution region is the lines between `// TASK <id>: <hint>` and `// END TASK <id>` (tasks in
 # docs/course/tasks.txt). The student tree keeps both marker lines and gets, in between, one call
@@ -265,10 +270,56 @@ PY
   MUTATIONS=$list bash "$ROOT/tools/mutate.sh" "$@"
 }
 
+# ---- figures -------------------------------------------------------------------------------------
+
+# Every `$ ` command of the lab pages' ```console blocks runs, in page order, in a scratch directory
+# (with build/ linked in), and every line printed under it in the page must appear in its output
+# (spaces collapsed): the deliverables a teaching assistant compares with stay true. Needs this
+# tree built (make) and PTB ($MOSGRAD_DATA, else ../shared/data/ptb). About two minutes.
+figures() {
+  local work page cmd expect out n=0 bad=0
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  ln -s "$ROOT/build" "$work/build"
+  export MOSGRAD_DATA=${MOSGRAD_DATA:-$ROOT/../shared/data/ptb}
+  for page in "$ROOT"/docs/course/lab*.md; do
+    # "k<TAB>cmd<TAB>expected line" rows (k numbers the page's commands); a command with nothing
+    # printed under it gets one row with no expected line.
+    local last=""
+    while IFS=$'\t' read -r k cmd expect; do
+      if [[ $page:$k != "$last" ]]; then
+        last=$page:$k
+        echo "\$ $cmd"
+        n=$((n + 1))
+        if [[ $cmd == "export "* ]]; then
+          eval "$cmd"
+          out=""
+        else
+          out=$(cd "$work" && bash -c "$cmd" 2>&1 | tr -s ' ') || { echo "course: failed: $cmd" >&2; bad=$((bad + 1)); }
+        fi
+      fi
+      [[ -z $expect ]] && continue
+      expect=$(tr -s ' ' <<< "$expect")
+      if ! grep -qF -- "$expect" <<< "$out"; then
+        echo "course: $(basename "$page"): '$cmd' did not print: $expect" >&2
+        bad=$((bad + 1))
+      fi
+    done < <(awk '
+      /^```console/ { on = 1; next }
+      /^```/ { if (cmd != "" && !printed) print k "\t" cmd "\t"; on = 0; cmd = ""; next }
+      on && /^\$ / { if (cmd != "" && !printed) print k "\t" cmd "\t"; k++; cmd = substr($0, 3); printed = 0; next }
+      on && cmd != "" { print k "\t" cmd "\t" $0; printed = 1 }
+    ' "$page")
+  done
+  ((bad == 0)) || die "$bad of the lab pages' commands or figures are not what the pages say"
+  echo "course figures: $n commands of docs/course/lab*.md ran and printed what the pages show"
+}
+
 case ${1:-} in
   student) shift; student "$@" ;;
   grade) shift; grade "$@" ;;
-  check) check; mutants ;;
+  check) check; mutants; figures ;;
   mutants) shift; mutants "$@" ;;
-  *) die "usage: tools/course.sh student OUT [LABS] | grade [LAB] [--json FILE] | check | mutants" ;;
+  figures) figures ;;
+  *) die "usage: tools/course.sh student OUT [LABS] | grade [LAB] [--json FILE] | check | mutants | figures" ;;
 esac

@@ -1,7 +1,8 @@
 // The course kit (docs/course/) cannot rot quietly: the task table and the solution regions in the
 // sources name each other one to one, the points sum to 100, every task's test filter selects
 // tests that exist, and every `mosgrad` command and file the lab pages name parses or exists.
-// (`make grade` and `make student` run the tasks themselves; CI runs both.)
+// (`make grade` and `make student` run the tasks themselves, `tools/course.sh figures` the lab
+// pages' commands and their figures; CI runs all three.)
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -128,8 +129,8 @@ TEST(Course, EveryLabsCommandParsesAndEveryFileItNamesExists) {
     const std::string text = read(e.path().string());
     std::istringstream lines(text);
     for (std::string line; std::getline(lines, line);) {
-      if (line.rfind("build/release/mosgrad ", 0) != 0) continue;
-      std::istringstream words(line);
+      if (line.rfind("$ build/release/mosgrad ", 0) != 0) continue;
+      std::istringstream words(line.substr(2));
       std::vector<std::string> w;
       for (std::string x; words >> x && x != "|" && x != "#";) w.push_back(x);
       w[0] = "mosgrad";

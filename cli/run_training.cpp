@@ -124,9 +124,9 @@ int run_plot(CommandLine& c) {
   const std::string& dir = c.run_dir;
   require_other_file("plot", "RUN_DIR", dir + "/curves.svg", dir + "/metrics.jsonl",
                      "a link to the metrics it plots");
-  plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg",
-                       c.title.empty() ? dir : c.title);
-  std::printf("wrote %s/curves.svg\n", dir.c_str());
+  for (const std::string& file : plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg",
+                                                      c.title.empty() ? dir : c.title))
+    std::printf("wrote %s\n", file.c_str());
   return 0;
 }
 

@@ -98,8 +98,14 @@ LearningCurves parse_metrics(const std::string& text, const std::string& path) {
       add_point(c.val, tokens, ppl_field(obj, "val_ppl", "val_loss", where));
       if (obj.find("train_ppl") || obj.find("train_loss"))
         add_point(epoch_train, tokens, ppl_field(obj, "train_ppl", "train_loss", where));
+    } else if (kind->str == "stats") {
+      --records;  // health statistics alone are no learning curve
+      for (const auto& [key, value] : obj.members)
+        if (key != "epoch" && key != "step" && key != "tokens" && key != "kind")
+          add_point(c.stats[key], tokens, number_field(obj, key.c_str(), where));
     } else {
-      where.fail("unknown kind \"" + kind->str + "\" (expected \"interval\" or \"epoch\")");
+      where.fail("unknown kind \"" + kind->str +
+                 "\" (expected \"interval\", \"epoch\" or \"stats\")");
     }
   }
   if (records == 0) throw std::runtime_error("metrics file '" + path + "' has no metrics lines");
@@ -109,8 +115,32 @@ LearningCurves parse_metrics(const std::string& text, const std::string& path) {
   return c;
 }
 
-void plot_learning_curves(const std::string& metrics_path, const std::string& svg_path,
-                          const std::string& title) {
+namespace {
+
+// One health plot: every stats series whose key starts with one of `prefixes`, labelled by the
+// rest of its key. Returns false (and writes nothing) when there is none.
+bool plot_stats(const LearningCurves& c, const std::vector<std::string>& prefixes,
+                const std::string& title, const std::string& y_label, const std::string& path) {
+  static const char* const kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                        "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  LogPlot plot;
+  plot.title = title, plot.x_label = "training tokens", plot.y_label = y_label;
+  for (const std::string& prefix : prefixes)
+    for (const auto& [key, points] : c.stats)
+      if (key.rfind(prefix, 0) == 0 && !points.empty()) {
+        const size_t n = plot.series.size();
+        plot.series.push_back({key, key, kColors[n % 10], false, points});
+      }
+  if (plot.series.empty()) return false;
+  write_file_atomically(path, render_log_plot_svg(plot));
+  return true;
+}
+
+}  // namespace
+
+std::vector<std::string> plot_learning_curves(const std::string& metrics_path,
+                                              const std::string& svg_path,
+                                              const std::string& title) {
   LearningCurves curves = parse_metrics(read_file(metrics_path, "metrics file"), metrics_path);
   LogPlot plot;
   plot.title = title;
@@ -126,6 +156,28 @@ void plot_learning_curves(const std::string& metrics_path, const std::string& sv
   plot.series.push_back({"val", "validation (per epoch)", "#d62728", true, std::move(curves.val)});
   // Atomic, so a viewer never sees half a file and a failure leaves any earlier plot intact.
   write_file_atomically(svg_path, render_log_plot_svg(plot));
+  std::vector<std::string> written = {svg_path};
+  // Beside svg_path, named after it: curves.svg -> health_*.svg, finetune_curves.svg ->
+  // finetune_health_*.svg, run.svg -> run_health_*.svg.
+  const size_t slash = svg_path.find_last_of('/');
+  std::string dir = slash == std::string::npos ? "" : svg_path.substr(0, slash + 1);
+  const std::string base = svg_path.substr(dir.size());
+  const size_t curves_at = base.rfind("curves.svg");
+  if (curves_at != std::string::npos && curves_at + 10 == base.size())
+    dir += base.substr(0, curves_at);
+  else
+    dir += base.substr(0, base.size() > 4 ? base.size() - 4 : base.size()) + "_";
+  if (plot_stats(curves, {"grad_norm."}, "Gradient norm per parameter, before clipping",
+                 "‖∇‖ (log scale)", dir + "health_grad_norm.svg"))
+    written.push_back(dir + "health_grad_norm.svg");
+  if (plot_stats(curves, {"update_ratio."}, "Update size against weight size (~1e-3 is healthy)",
+                 "‖Δw‖ / ‖w‖ (log scale)", dir + "health_update_ratio.svg"))
+    written.push_back(dir + "health_update_ratio.svg");
+  if (plot_stats(curves, {"act_std.", "sat_"},
+                 "LSTM layers: output spread (act_std) and saturated gates (sat_i/f/g/o)",
+                 "std / fraction saturated (log scale)", dir + "health_layers.svg"))
+    written.push_back(dir + "health_layers.svg");
+  return written;
 }
 
 }  // namespace mg

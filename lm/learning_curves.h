@@ -1,6 +1,7 @@
 // The learning-curve plot of a run, `mosgrad plot`: its metrics file (lm/metrics.h) drawn as SVG.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -15,14 +16,23 @@ namespace mg {
 // not parse is an error naming `path` and the line.
 struct LearningCurves {
   std::vector<PlotPoint> train, val;
+  // The "stats" lines of --log-stats (lm/health_stats.h): each number's key ("grad_norm.
+  // decoder.bias", "sat_f.0", ...) against training tokens.
+  std::map<std::string, std::vector<PlotPoint>> stats;
 };
 LearningCurves parse_metrics(const std::string& text, const std::string& path);
 
 // Reads a metrics.jsonl file and writes an SVG of the learning curves: training perplexity per
 // interval and validation perplexity per epoch against training tokens (log-scale y axis), with
 // axes, ticks, a legend and a title. Hand-written SVG, no plotting dependency.
-// Throws std::runtime_error naming the file when it is missing, empty or has a malformed line.
-void plot_learning_curves(const std::string& metrics_path, const std::string& svg_path,
-                          const std::string& title = "");
+// With --log-stats lines, the training-health plots too, beside svg_path and named after it
+// (curves.svg: health_*.svg; finetune_curves.svg: finetune_health_*.svg): health_grad_norm.svg
+// (each parameter's gradient norm before clipping), health_update_ratio.svg (each update's size
+// against its weight; ~1e-3 is the usual healthy range) and health_layers.svg (each LSTM layer's
+// output spread and its saturated gates). Returns the files written. Throws std::runtime_error
+// naming the file when it is missing, empty or has a malformed line.
+std::vector<std::string> plot_learning_curves(const std::string& metrics_path,
+                                              const std::string& svg_path,
+                                              const std::string& title = "");
 
 }  // namespace mg

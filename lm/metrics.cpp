@@ -108,6 +108,24 @@ void MetricsWriter::write(const EpochMetrics& m) {
   write_line(s);
 }
 
+void MetricsWriter::write(const StatsMetrics& m) {
+  std::string s = "{\"kind\":\"stats\"";
+  s += strf(",\"epoch\":%" PRId64 ",\"step\":%" PRId64 ",\"tokens\":%" PRId64, m.epoch, m.step,
+            m.tokens);
+  for (const StatsMetrics::Param& p : m.params)
+    s += ",\"grad_norm." + p.name + "\":" + json_num(p.grad_norm) + ",\"update_ratio." + p.name +
+         "\":" + json_num(p.update_ratio);
+  for (size_t l = 0; l < m.layers.size(); ++l) {
+    const StatsMetrics::Layer& y = m.layers[l];
+    const std::string n = "." + std::to_string(l);
+    s += ",\"act_mean" + n + "\":" + json_num(y.mean) + ",\"act_std" + n + "\":" + json_num(y.std);
+    if (y.gates)
+      for (int g = 0; g < 4; ++g)
+        s += ",\"sat_" + std::string(1, "ifgo"[g]) + n + "\":" + json_num(y.saturated[g]);
+  }
+  write_line(s + "}");
+}
+
 void drop_records_after(const std::string& path, int64_t step) {
   std::error_code e;
   if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, e)))

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mg {
 
@@ -36,11 +37,31 @@ struct EpochMetrics {
   bool at_stop = false;   // written at a --max-steps / --max-minutes stop, inside the epoch
 };
 
+// Training-health statistics of one logged step (--log-stats, lm/health_stats.h).
+struct StatsMetrics {
+  int64_t epoch = 0, step = 0, tokens = 0;
+  struct Param {
+    std::string name;     // "rnns.0.weight_hh"
+    double grad_norm;     // ‖∇‖ before clipping
+    double update_ratio;  // ‖Δw‖ / ‖w‖ of this step's update
+  };
+  struct Layer {
+    double mean, std;                    // of the layer's output h [T,B,H], before dropout
+    bool gates = false;                  // the fused LSTM reported its gates (nn/gate_stats.h)
+    double saturated[4] = {0, 0, 0, 0};  // fraction of i, f, g, o saturated
+  };
+  std::vector<Param> params;
+  std::vector<Layer> layers;
+};
+
 // Writes metrics.jsonl lines:
 //   {"kind":"interval","epoch":1,"step":200,"batch":200,"tokens":140000,"loss":5.12,"ppl":167.3,
 //    "lr":20,"tok_per_s":2650.1,"elapsed_s":52.8,"grad_norm":0.61}
 //   {"kind":"epoch","epoch":1,"step":1327,"tokens":929000,"train_loss":5.3,"train_ppl":200.3,
 //    "val_loss":4.9,"val_ppl":134.3,"elapsed_s":350.2,"epoch_s":350.2,"optimizer":"sgd","best":true}
+//   {"kind":"stats","epoch":1,"step":200,"tokens":140000,"grad_norm.encoder.weight":0.08,
+//    "update_ratio.encoder.weight":0.0012,...,"act_mean.0":0.01,"act_std.0":0.21,"sat_i.0":0.02,
+//    "sat_f.0":0.05,"sat_g.0":0.003,"sat_o.0":0.01,...}   (--log-stats; flat keys, one per number)
 // Appends when the file exists (a resumed run continues it). Each line goes out whole in one write
 // or not at all: a write that fails part-way (a full disk) is cut back off before the error is
 // thrown, so the file only ever holds whole lines. Never through a symlink: a link planted at the
@@ -53,6 +74,7 @@ class MetricsWriter {
   MetricsWriter& operator=(const MetricsWriter&) = delete;
   void write(const IntervalMetrics& m);
   void write(const EpochMetrics& m);
+  void write(const StatsMetrics& m);
   const std::string& path() const { return path_; }
 
  private:

@@ -20,6 +20,7 @@
 #include "io/run_lock.h"
 #include "lm/batching.h"
 #include "lm/evaluate.h"
+#include "lm/health_stats.h"
 #include "lm/learning_curves.h"
 #include "lm/metrics.h"
 #include "lm/model_io.h"
@@ -313,6 +314,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   TrainResult result;
   const Stopwatch elapsed(st.elapsed_s);  // seconds of the run, resumed runs continuing the count
   const std::vector<Tensor> params = model.parameters();
+  HealthProbe health(model.named_parameters());  // --log-stats, on the logged steps only
 
   for (; st.epoch <= cfg.epochs; ++st.epoch) {
     model.train();
@@ -330,9 +332,16 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 
       // Truncated BPTT: gradients stop at the state carried in from the previous segment.
       hidden = detach_hidden(hidden);
+      const bool stats = cfg.log_stats && ((st.step + 1) % cfg.log_interval == 0 ||
+                                           st.batch_pos + batch.seq_len >= train_data.rows - 1);
+      std::vector<GateSaturation> gates;
+      std::optional<GateStatsScope> gate_stats;
+      if (stats) gate_stats.emplace(&gates);
       ModelOutput out =
           model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
+      gate_stats.reset();
       regularised_loss(out, cfg.alpha, cfg.beta).backward();
+      if (stats) health.before_step();
       const double norm = clip_grad_norm(params, cfg.clip);
       // An update by a non-finite gradient would make the weights NaN: stop while they are good.
       if (!std::isfinite(norm))
@@ -354,6 +363,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       if (st.step % cfg.log_interval == 0 || st.batch_pos >= train_data.rows - 1) {
         const IntervalMetrics m = interval.take(st, cfg, train_data.rows, elapsed());
         metrics.write(m);
+        if (stats)
+          metrics.write(health.after_step(out.raw_outputs, gates, st.epoch, st.step, st.tokens));
         if (hooks.display) hooks.display->interval(m);
       }
 

@@ -154,6 +154,11 @@ FlagTable TrainConfig::flag_table() {
                 "stop at the first op whose forward or backward makes a NaN or Inf, naming it "
                 "(several times slower)",
                 detect_anomaly),
+      bool_flag("log_stats", run,
+                "at each log interval, record per parameter the gradient norm and update/weight "
+                "ratio, per LSTM layer the output spread and saturated gates (mosgrad plot draws "
+                "them)",
+                log_stats),
       int_flag("emsize", model_s, "embedding size E", model.emsize, 1, kMaxSize),
       int_flag("nhid", model_s, "hidden size of the LSTM layers but the last", model.nhid, 1,
                kMaxSize),

@@ -43,6 +43,7 @@ struct TrainConfig {
   bool resume = false;           // continue from <save>/checkpoint.ckpt
   bool test_at_end = true;       // evaluate the best model on test (batch size 1) at the end
   bool detect_anomaly = false;   // --detect-anomaly: name the first op making a NaN/Inf (slow)
+  bool log_stats = false;        // --log-stats: training-health statistics (lm/health_stats.h)
   bool variable_bptt = true;     // AWD-LSTM's random segment lengths (false: always bptt)
   PathFlags paths;               // --fused-lstm, --fused-head, --gemm, --precision (compute_paths)
 

@@ -19,6 +19,7 @@
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "cuda/formulas.h"
+#include "nn/gate_stats.h"
 #include "nn/lstm.h"
 #include "tensor/gemm.h"
 #include "tensor/kernels.h"
@@ -164,6 +165,8 @@ namespace {
 std::pair<Tensor, LSTMState> record_lstm(Saved& s, const Tensor& x_in, const LSTMState& state,
                                          const LSTMWeights& w) {
   const int64_t T = s.x.size(0), B = s.x.size(1), H = s.h0.size(1);
+  if (gate_stats_wanted())  // --log-stats on a logged step (nn/gate_stats.h)
+    report_gate_saturation(s.acts.cpu().data(), T * B, H);
   const std::vector<bool> need = {x_in.requires_grad(),        state.h.requires_grad(),
                                   state.c.requires_grad(),     w.weight_ih.requires_grad(),
                                   w.weight_hh.requires_grad(), w.bias_ih.requires_grad(),

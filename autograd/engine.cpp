@@ -75,6 +75,19 @@ void accumulate_into_leaf(const Tensor& leaf, const Tensor& grad, bool may_adopt
 
 }  // namespace
 
+namespace {
+thread_local const std::function<void(const Node&, const Tensor&)>* t_gradient_watch = nullptr;
+}  // namespace
+
+GradientWatch::GradientWatch(std::function<void(const Node&, const Tensor&)> watch)
+    : watch_(std::move(watch)), previous_(t_gradient_watch) {
+  t_gradient_watch = &watch_;
+}
+
+GradientWatch::~GradientWatch() {
+  t_gradient_watch = previous_;
+}
+
 std::vector<Tensor> backward_of(Node& node, const Tensor& grad) {
   return node.backward.call_(node.backward.fn_, grad);
 }
@@ -102,6 +115,7 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
       throw std::logic_error("backward: the graph through '" + node.op +
                              "' was already freed by an earlier backward(); run the forward again");
     const bool anomaly = anomaly_enabled();
+    if (t_gradient_watch) (*t_gradient_watch)(node, grad);
     std::vector<Tensor> input_grads;
     {
       const AnomalyPause pause;  // check_backward below names this node, not an op inside it

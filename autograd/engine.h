@@ -1,6 +1,7 @@
 // The backward pass: walks the graph from a root in reverse topological order.
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "autograd/node.h"
@@ -15,6 +16,21 @@ void run_backward(const Tensor& root, const Tensor& grad_output);
 // op's backward by name: `break mg::backward_of` (node.op is the op, grad the gradient flowing in,
 // `condition N node.id == 3` picks one node), and two `step`s enter the op's lambda.
 std::vector<Tensor> backward_of(Node& node, const Tensor& grad);
+
+// While a GradientWatch is alive on this thread, run_backward calls it with each node and the
+// gradient flowing into it (d root / d the node's output, summed over its users) just before the
+// node's backward runs: `mosgrad graph --values` shows them. Off: one branch per node.
+class GradientWatch {
+ public:
+  explicit GradientWatch(std::function<void(const Node& node, const Tensor& grad)> watch);
+  ~GradientWatch();
+  GradientWatch(const GradientWatch&) = delete;
+  GradientWatch& operator=(const GradientWatch&) = delete;
+
+ private:
+  std::function<void(const Node&, const Tensor&)> watch_;
+  const std::function<void(const Node&, const Tensor&)>* previous_;
+};
 
 // The graph below `root`, one node per line, indented by depth (inputs listed under their user).
 std::string graph_text(const Tensor& root);

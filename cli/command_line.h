@@ -49,6 +49,7 @@ struct CommandLine {
   ModelGradcheckOptions gradcheck;
   ReproduceOptions reproduce;
   std::string out;      // graph: the DOT file
+  bool values = false;  // graph --values
   std::string run_dir;  // plot: the run directory (its one positional argument)
   std::string title;    // plot
 };

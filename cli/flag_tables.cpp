@@ -84,6 +84,10 @@ FlagTable graph_flags(CommandLine& c) {
   t.push_back(text_flag(
       "out", "FILE", kOut,
       "the DOT file to write (default graph.dot; FILE.svg too when dot is installed)", c.out));
+  t.push_back(bool_flag("values", kOut,
+                        "run the backward too; each box and parameter shows its value and its "
+                        "gradient (μ σ over the entries), as micrograd draws them",
+                        c.values));
   return t;
 }
 

@@ -87,7 +87,7 @@ int run_graph(CommandLine& c) {
   const TrainConfig& cfg = c.train;
   const std::string& out = c.out;
   if (cfg.threads > 0) set_num_threads(cfg.threads);
-  write_file_atomically(out, model_graph_dot(cfg));
+  write_file_atomically(out, model_graph_dot(cfg, c.values));
   std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
               static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));
   if (std::system("command -v dot > /dev/null 2>&1") == 0) {

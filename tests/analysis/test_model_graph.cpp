@@ -54,3 +54,26 @@ TEST(ModelGraph, BadFlagsAreRefusedNamingTheCommand) {
              }),
              "--out needs a value");
 }
+
+// --values: a backward too, and each box and parameter shows its value and its gradient, as
+// micrograd's graphs do; every node on the loss's path gets one (the watch sees each).
+TEST(ModelGraph, ValuesShowEachNodesValueAndGradient) {
+  const CommandLine c = parse_command({"mosgrad", "graph", "--preset", "tiny", "--emsize", "4",
+                                       "--bptt", "2", "--batch_size", "1", "--values"});
+  ASSERT_TRUE(c.values);
+  const std::string dot = model_graph_dot(c.train, true);
+  EXPECT_HAS(dot, "fused_mixture_nll []\\nvalue 9.2");  // ≈ ln V at the start, V = 10,000
+  EXPECT_HAS(dot, "\\ngrad 1\"");                       // d loss / d loss
+  EXPECT_HAS(dot, "encoder.weight [10000,4]\\nvalue μ ");
+  EXPECT_HAS(dot, "rnns.0.weight_hh [16,4]\\nvalue μ ");
+  EXPECT_EQ(dot.find("grad none"), std::string::npos) << dot;
+  // The same boxes and edges as without values.
+  const std::string plain = model_graph_dot(c.train, false);
+  auto count = [](const std::string& s, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = s.find(what); at != std::string::npos; at = s.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(dot, " -> "), count(plain, " -> "));
+  EXPECT_EQ(count(dot, "shape=box"), count(plain, "shape=box"));
+}

@@ -7,7 +7,8 @@
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
 #   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
-#   make bench      benchmarks (bench/), side by side with PyTorch when it is installed
+#   make bench      benchmarks (bench/), side by side with PyTorch when it is installed, and the
+#                   cost of --log-stats
 #   make mutate     mutation testing: which planted bugs does the suite catch? (tools/mutate.sh)
 #   make student OUT=DIR [LABS=3,4]  the course's student tree: solutions replaced by stubs
 #   make grade [LAB=N] [JSON=FILE]   the course's grader: each task's tests, points out of 100

@@ -171,3 +171,11 @@ else:
         b = sum(pairs[k]["bf16"][0] for k in rows) / len(rows)
         print("| **%s, mean of %d** | | | **%.2f** | **%.2f** | **%+.2f%%** |" % (preset, len(rows), a, b, 100 * (b - a) / a))
 PY
+
+# What `train --log-stats` costs (bench/bench_health.cpp): a logged step against a plain one, and
+# the share of the training time at the default --log_interval 200 (the target: at most 5%).
+echo "bench: --log-stats" >&2
+{
+  printf '\n## Training-health statistics (`--log-stats`)\n\n'
+  build/release/bench/bench_health --threads "$THREADS" --preset small-mos || echo "bench: bench_health failed" >&2
+} | tee -a bench/RESULTS.md

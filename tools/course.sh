@@ -278,6 +278,7 @@ PY
 # tree built (make) and PTB ($MOSGRAD_DATA, else ../shared/data/ptb). About two minutes.
 figures() {
   local work page cmd expect out n=0 bad=0
+  [[ -x $ROOT/build/release/mosgrad ]] || die "build/release/mosgrad is missing: run make first"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
   ln -s "$ROOT/build" "$work/build"

@@ -87,7 +87,8 @@ std::vector<std::string> switches_of(const FlagTable& table) {
 }
 
 bool takes_value(const std::string& word, const std::vector<std::string>& switches) {
-  if (word.rfind("--", 0) != 0 || word.find('=') != std::string::npos) return false;
+  if (word.rfind("--", 0) != 0 || word.find('=') != std::string::npos || word == "--help")
+    return false;
   std::string name = word.substr(2);
   std::replace(name.begin(), name.end(), '-', '_');
   return std::find(switches.begin(), switches.end(), name) == switches.end();
@@ -213,7 +214,8 @@ std::string cli_markdown() {
   std::string md =
       "# The `mosgrad` command line\n\n"
       "Generated from the command table the parser uses (`mosgrad help --markdown > docs/cli.md`; "
-      "`tests/cli/test_flags.cpp` checks that this file is that output), so every default and range "
+      "`tests/cli/test_flags.cpp` checks that this file is that output), so every default and "
+      "range "
       "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
       "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
       "alone means true. Defaults are those of the default preset (small-mos for train and "

@@ -158,15 +158,21 @@ std::vector<std::string> plot_learning_curves(const std::string& metrics_path,
   write_file_atomically(svg_path, render_log_plot_svg(plot));
   std::vector<std::string> written = {svg_path};
   // Beside svg_path, named after it: curves.svg -> health_*.svg, finetune_curves.svg ->
-  // finetune_health_*.svg, run.svg -> run_health_*.svg.
+  // finetune_health_*.svg, run.svg -> run_health_*.svg, plot -> plot_health_*.svg.
   const size_t slash = svg_path.find_last_of('/');
   std::string dir = slash == std::string::npos ? "" : svg_path.substr(0, slash + 1);
-  const std::string base = svg_path.substr(dir.size());
-  const size_t curves_at = base.rfind("curves.svg");
-  if (curves_at != std::string::npos && curves_at + 10 == base.size())
-    dir += base.substr(0, curves_at);
+  std::string base = svg_path.substr(dir.size());
+  auto ends_with = [&](const std::string& tail) {
+    return base.size() >= tail.size() &&
+           base.compare(base.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  if (base == "curves.svg")
+    base.clear();
+  else if (ends_with("_curves.svg"))
+    base.resize(base.size() - 10);  // keeps the '_'
   else
-    dir += base.substr(0, base.size() > 4 ? base.size() - 4 : base.size()) + "_";
+    base = (ends_with(".svg") ? base.substr(0, base.size() - 4) : base) + "_";
+  dir += base;
   if (plot_stats(curves, {"grad_norm."}, "Gradient norm per parameter, before clipping",
                  "‖∇‖ (log scale)", dir + "health_grad_norm.svg"))
     written.push_back(dir + "health_grad_norm.svg");

@@ -40,7 +40,8 @@ task_lines() { grep -v '^#' "$TASKS" | awk 'NF'; }
 # Writes $2 with $1's regions of the labs in $LABS stubbed; appends the removed lines to $REMOVED.
 stub_file() {
   awk -v labs=",${LABS}," -v removed="$REMOVED" -v file="$1" '
-    function esc(s) { gsub(/\\/, "\\\\", s); gsub(/"/, "\\\"", s); return s }
+    function esc(s) { gsub(/\\/, "&&", s); gsub(/"/, "\\\"", s); return s }
+    function trimmed(s) { sub(/^[ \t]+/, "", s); sub(/[ \t\r]+$/, "", s); return s }
     !inside && /^[ \t]*\/\/ TASK [0-9]+\.[0-9]+: / {
       line = $0; sub(/^[ \t]*/, "", line); indent = substr($0, 1, length($0) - length(line))
       rest = substr(line, length("// TASK ") + 1); id = substr(rest, 1, index(rest, ":") - 1)
@@ -50,7 +51,7 @@ stub_file() {
         inside = 1; start = NR; next
       }
     }
-    inside && $0 ~ ("^[ \t]*// END TASK " id "$") { print; inside = 0; next }
+    inside && trimmed($0) == "// END TASK " id { print; inside = 0; next }
     inside { print >> removed; next }
     { print }
     END { if (inside) { print "course: " file ":" start ": TASK " id " has no END TASK " id > "/dev/stderr"; exit 1 } }
@@ -110,9 +111,9 @@ student() {
     line=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<< "$line")
     ((${#line} >= 16)) || continue
     grep -qxF -- "$line" "$scaffolding" && continue
-    if grep -rqF --exclude="$STAMP" -- "$line" "$out"; then
+    if grep -rqF --exclude="$STAMP" --exclude-dir=build -- "$line" "$out"; then
       echo "course: solution line still in the student tree: $line" >&2
-      grep -rlF --exclude="$STAMP" -- "$line" "$out" | sed 's/^/    in /' >&2
+      grep -rlF --exclude="$STAMP" --exclude-dir=build -- "$line" "$out" | sed 's/^/    in /' >&2
       leaks=$((leaks + 1))
     fi
   done < <(sort -u "$REMOVED")
@@ -122,7 +123,7 @@ student() {
 
 # ---- grade ---------------------------------------------------------------------------------------
 
-json_string() { printf '"%s"' "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<< "$1" | tr -d '\n\r\t')"; }
+json_string() { printf '"%s"' "$(sed 's/\\/\\\\/g; s/"/\\"/g' <<< "$1" | tr '\000-\037' ' ' | sed 's/ *$//')"; }
 
 grade() {
   local lab="" json=""
@@ -144,7 +145,7 @@ grade() {
     [[ -z $lab || ${id%%.*} == "$lab" ]] || continue
     total=$((total + points))
     local rc=0
-    (cd "$ROOT" && timeout 900 "$bin" --gtest_filter="$filter" --gtest_color=no) > "$log" 2>&1 || rc=$?
+    (cd "$ROOT" && timeout 900 "$bin" --gtest_filter="$filter" --gtest_color=no) < /dev/null > "$log" 2>&1 || rc=$?
     local ran passed why=""
     ran=$(sed -nE 's/^\[==========\] ([0-9]+) tests? from .* ran\..*/\1/p' "$log")
     passed=false
@@ -204,7 +205,7 @@ check() {
         bad=$((bad + 1))
       fi
     done <<< "$out"
-    grep -A1 FAILED <<< "$out" | grep -v -- -- | sed 's/^/  /' | head -40
+    grep -A1 FAILED <<< "$out" | grep -v -- -- | sed 's/^/  /' | head -40 || true
   done
   ((bad == 0)) || die "$bad tasks break the lab order (above)"
   echo "course check: every lab's tasks fail when it is stubbed, and no lab's tests use a later lab"
@@ -245,8 +246,12 @@ for line in open(f"{root}/tools/mutations.txt"):
     if cur is None: continue
     if s.startswith("equivalent "): cur["equiv"] = True
     if s.startswith("in "): cur["file"] = s[3:]
-    if (s == "-" or s.startswith("- ")) and not cur["lines"][-1].strip().startswith("-"):
-        cur["edits"].append((cur["file"], s[2:]))
+    if s == "-" or s.startswith("- "):  # a '-' line; consecutive ones are one multi-line text
+        text = line.rstrip("\n").lstrip()[2:]
+        if cur["lines"] and cur["lines"][-1].strip().startswith("-") and cur["edits"]:
+            cur["edits"][-1] = (cur["file"], cur["edits"][-1][1] + "\n" + text)
+        else:
+            cur["edits"].append((cur["file"], text))
     cur["lines"].append(line.rstrip("\n"))
 n = 0
 with open(out, "w") as w:
@@ -255,6 +260,9 @@ with open(out, "w") as w:
         ids = set()
         for path, text in b["edits"]:
             src = open(f"{root}/{path}").read()
+            if src.count(text) != 1:  # mutate.sh --check names it; here it cannot be placed
+                ids.add(None)
+                continue
             at = src.find(text)
             line_no = src.count("\n", 0, at) + 1
             inside = [rid for first, last, rid in regions_of(path) if first <= line_no <= last]
@@ -296,7 +304,7 @@ figures() {
           eval "$cmd"
           out=""
         else
-          out=$(cd "$work" && bash -c "$cmd" 2>&1 | tr -s ' ') || { echo "course: failed: $cmd" >&2; bad=$((bad + 1)); }
+          out=$(cd "$work" && bash -c "$cmd" < /dev/null 2>&1 | tr -s ' ') || { echo "course: failed: $cmd" >&2; bad=$((bad + 1)); }
         fi
       fi
       [[ -z $expect ]] && continue
@@ -310,6 +318,7 @@ figures() {
       /^```/ { if (cmd != "" && !printed) print k "\t" cmd "\t"; on = 0; cmd = ""; next }
       on && /^\$ / { if (cmd != "" && !printed) print k "\t" cmd "\t"; k++; cmd = substr($0, 3); printed = 0; next }
       on && cmd != "" { print k "\t" cmd "\t" $0; printed = 1 }
+      END { if (cmd != "" && !printed) print k "\t" cmd "\t" }
     ' "$page")
   done
   ((bad == 0)) || die "$bad of the lab pages' commands or figures are not what the pages say"

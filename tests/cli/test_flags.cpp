@@ -121,6 +121,7 @@ TEST(Flags, EveryCommandIsOneRowOfTheTable) {
              }),
              "plot takes one RUN_DIR, got 'a' and 'b'");
   EXPECT_HAS(invalid_of([] { parse_command({"mosgrad", "plot"}); }), "plot needs RUN_DIR");
+  EXPECT_TRUE(parse_command({"mosgrad", "plot", "--help", "runs/x"}).help);  // not --help's value
   EXPECT_HAS(invalid_of([] {
                parse_command({"mosgrad", "evaluate"});
              }),

@@ -84,6 +84,8 @@ TEST(HealthStats, ChangeNoNumberOfTheRunAndRecordEveryParameterAndLayer) {
   // The finetune's curves get their own health plots.
   EXPECT_EQ(plot_learning_curves(cfg.save + "/metrics.jsonl", cfg.save + "/finetune_curves.svg")[1],
             cfg.save + "/finetune_health_grad_norm.svg");
+  EXPECT_EQ(plot_learning_curves(cfg.save + "/metrics.jsonl", cfg.save + "/mycurves.svg")[1],
+            cfg.save + "/mycurves_health_grad_norm.svg");
 }
 
 TEST(HealthStats, TheLstmBuiltFromOpsReportsNoGates) {

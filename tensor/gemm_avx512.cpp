@@ -31,14 +31,15 @@ namespace {
 constexpr int kMr = 8, kNv = 3, kNr = 16 * kNv;
 
 // Tile of M <= kMr rows (kMr + 1 for kMicro9, below) and NV <= kNv vectors of C. Ap holds kMr
-// floats per k (rows past M are padding the kernel never reads), Bp holds 16*NV floats per k.
-// n_last (1..16) is how many columns of the last vector are inside C: the edge tile costs masked
-// loads/stores, not a scalar path. Every element sees the same fma chain whatever the tile shape,
-// so results do not depend on where the tile edges fall (and hence on the thread split). The one
-// exception, a last vector of at most 8 columns (micro_pair, below), sums pairs of k; which columns
-// those are depends on N alone. lda != 0: A is not packed but read in place, row i of the tile at a
-// + i*lda (macro_a_direct): the same products in the same order, so the same bits. kPrefetch: also
-// fetch pf's lines into L2, a share every 8 k (macro: the next micro-panel of a B read in place).
+// floats per k (rows past M are padding the kernel never reads), Bp holds 16*NV floats per k. n_last (1..16) is how many columns
+// of the last vector are inside C: the edge tile costs masked loads/stores, not a scalar path.
+// Every element sees the same fma chain whatever the tile shape, so results do not depend on where
+// the tile edges fall (and hence on the thread split). The one exception, a last vector of at most
+// 8 columns (micro_pair, below), sums pairs of k; which columns those are depends on N alone.
+// lda != 0: A is not packed but read in place, row i of the tile at a + i*lda (macro_a_direct):
+// the same products in the same order, so the same bits.
+// kPrefetch: also fetch pf's lines into L2, a share every 8 k (macro: the next micro-panel of a B
+// read in place).
 
 // One k step of the tile: acc += a column of A (broadcast) times a row of B. A function, not a
 // lambda: a lambda does not inherit its enclosing function's target attribute, so builds without
@@ -356,19 +357,9 @@ const Arch& arch_avx512() {
   //    not fit L1 but streams from L2 fast enough: 192 bytes per 12 cycles of FMAs.
   //  * mc = 256: the A block (256 x 512 floats, 512 KiB) stays in the core's L2.
   //  * nc = 3072: the shared B panel (512 x 3072 floats, 6 MiB) stays in L3.
-  static const Arch arch = {"avx512",
-                            kMr,
-                            kNr,
-                            16,
-                            /*mc=*/256,
-                            /*kc=*/512,
-                            /*nc=*/3072,
-                            pack_a,
-                            pack_b,
-                            macro,
-                            /*b_in_place=*/true,
-                            /*k_per_slot=*/1,
-                            macro_a_direct,
+  static const Arch arch = {"avx512", kMr,    kNr,           16,         /*mc=*/256,
+                            /*kc=*/512, /*nc=*/3072, pack_a, pack_b, macro,
+                            /*b_in_place=*/true, /*k_per_slot=*/1, macro_a_direct,
                             /*a_direct_max_n=*/512};
   return arch;
 }

@@ -119,8 +119,8 @@ MG_BF16 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap_f, const fl
     const int n_last = cols - 16 * (nv - 1);
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
-      kMicro<false>[rows - 1][nv - 1](kc2, Ap + ir * kc2, Bp + jr * kc2, 16 * nv, C + ir * ldc + jr,
-                                      ldc, alpha, beta, n_last, nullptr);
+      kMicro<false>[rows - 1][nv - 1](kc2, Ap + ir * kc2, Bp + jr * kc2, 16 * nv,
+                                      C + ir * ldc + jr, ldc, alpha, beta, n_last, nullptr);
     }
   }
 }
@@ -195,9 +195,9 @@ MG_BF16 void interleave_rows(const float* r0, const float* r1, int64_t valid, in
 // The two stages of an 8 x 8 transpose of pair words held as four zmm: Z_r holds rows 2r and 2r+1
 // (words 0-7: row 2r's pairs q = 0..7, words 8-15: row 2r+1's). VPERMT2D picks each output word
 // from two inputs (index bit 4 chooses the second).
-//  Stage 1: Y_gs = rows 4g..4g+3 of pairs 4s..4s+3, word 4*(q - 4s) + (row - 4g), from Z_2g,
-//  Z_2g+1. Stage 2: O_s  = pairs 2s and 2s+1 of rows 0..7, word 8*(q - 2s) + row, from Y_0(s/2),
-//  Y_1(s/2): 16 contiguous words of the packed A micro-panel.
+//  Stage 1: Y_gs = rows 4g..4g+3 of pairs 4s..4s+3, word 4*(q - 4s) + (row - 4g), from Z_2g, Z_2g+1.
+//  Stage 2: O_s  = pairs 2s and 2s+1 of rows 0..7, word 8*(q - 2s) + row, from Y_0(s/2), Y_1(s/2):
+//  16 contiguous words of the packed A micro-panel.
 // Eight permutes instead of the 24 shuffles of an 8 x 8 ymm transpose: the bf16 packing of A ran
 // into the shuffle port, not into memory (bench_gemm 700x10000@10000x200).
 struct TransposeIndex {
@@ -240,8 +240,7 @@ MG_BF16 void pack_pairs_transposed(const float* src, int64_t ld, int rows, int64
     __m512i z[4];
     for (int r = 0; r < 4; ++r) {
       const int i = 2 * r;
-      const __m512 lo =
-          i < rows ? _mm512_maskz_loadu_ps(mask, src + i * ld + k) : _mm512_setzero_ps();
+      const __m512 lo = i < rows ? _mm512_maskz_loadu_ps(mask, src + i * ld + k) : _mm512_setzero_ps();
       const __m512 hi =
           i + 1 < rows ? _mm512_maskz_loadu_ps(mask, src + (i + 1) * ld + k) : _mm512_setzero_ps();
       z[r] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);  // words 0-7: row i, 8-15: row i+1
@@ -314,19 +313,9 @@ const Arch& arch_avx512_bf16() {
   // macro_a_direct up to N = 256: its whole kc x N B panel (256 KiB at most) stays in L2 next to
   // the streaming A; wider ones lost to packing A as a block (128 x 1600 @ 1600 x 400: 757 -> 684
   // GFLOP/s), narrower ones gained (700 x 10000 @ 10000 x 200: 690 -> 840).
-  static const Arch arch = {"avx512_bf16",
-                            kMr,
-                            kNr,
-                            16,
-                            /*mc=*/512,
-                            /*kc=*/kKc,
-                            /*nc=*/3072,
-                            pack_a,
-                            pack_b,
-                            macro,
-                            /*b_in_place=*/false,
-                            /*k_per_slot=*/2,
-                            macro_a_direct,
+  static const Arch arch = {"avx512_bf16",       kMr,         kNr,    16,     /*mc=*/512,
+                            /*kc=*/kKc,          /*nc=*/3072, pack_a, pack_b, macro,
+                            /*b_in_place=*/false, /*k_per_slot=*/2, macro_a_direct,
                             /*a_direct_max_n=*/256};
   return arch;
 }

@@ -48,13 +48,34 @@ CommandModel load_for(const ModelCommandOptions& o) {
   return CommandModel{std::move(lm), ComputePathsScope(paths, model)};
 }
 
+// What eval, dyneval, rank and pointer start from: --threads applied, the data directory
+// resolved, the model loaded (load_for), the corpus read and its vocabulary checked against the
+// model's — in that order, so a bad --data is named before the model is read.
+struct ModelAndCorpus {
+  explicit ModelAndCorpus(const ModelCommandOptions& o)
+      : data_dir(threads_then_data_dir(o)),
+        command(load_for(o)),
+        lm(command.loaded),
+        corpus(load_corpus(data_dir, 1000000)) {
+    check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  }
+  std::string data_dir;
+  CommandModel command;
+  LoadedModel& lm;
+  Corpus corpus;
+
+ private:
+  static std::string threads_then_data_dir(const ModelCommandOptions& o) {
+    if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
+    return resolve_data_dir(o.data);
+  }
+};
+
 int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const std::string data_dir = resolve_data_dir(o.data);
-  CommandModel command = load_for(o);
-  LoadedModel& lm = command.loaded;
-  const Corpus corpus = load_corpus(data_dir, 1000000);
-  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const ModelAndCorpus m(o);
+  const LoadedModel& lm = m.lm;
+  const Corpus& corpus = m.corpus;
+  const std::string& data_dir = m.data_dir;
   const auto& ids = split_ids(corpus, o.split);
   const int64_t eval_B = dynamic            ? 1
                          : o.batch_size > 0 ? o.batch_size
@@ -62,12 +83,10 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
   require_eval_targets(static_cast<int64_t>(ids.size()), eval_B,
                        "the " + o.split + " split of " + data_dir);
   EvalResult r;
-  if (dynamic) {
+  if (dynamic)
     r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);
-  } else {
-    const int64_t B = o.batch_size > 0 ? o.batch_size : (o.split == "test" ? 1 : 10);
-    r = evaluate(*lm.model, batchify(ids, B), o.bptt);
-  }
+  else
+    r = evaluate(*lm.model, batchify(ids, eval_B), o.bptt);
   std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "",
               o.split.c_str(), r.loss, r.perplexity(), static_cast<long long>(r.targets));
   return 0;
@@ -114,12 +133,10 @@ int run_generate(CommandLine& c) {
 
 int run_rank(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const std::string data_dir = resolve_data_dir(o.data);
-  CommandModel command = load_for(o);
-  LoadedModel& lm = command.loaded;
-  const Corpus corpus = load_corpus(data_dir, 1000000);
-  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const ModelAndCorpus m(o);
+  const LoadedModel& lm = m.lm;
+  const Corpus& corpus = m.corpus;
+  const std::string& data_dir = m.data_dir;
   const std::string dir = check_out_dir(o.out);
   for (const char* f : {"spectrum.csv", "spectrum.svg"})
     require_other_file("rank", "--out", dir + f, o.model_path(), "the model");
@@ -158,12 +175,9 @@ int run_rank(CommandLine& c) {
 // cache's mixture scored from it (lm/pointer.h).
 int run_pointer(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-  const std::string data_dir = resolve_data_dir(o.data);
-  CommandModel command = load_for(o);
-  LoadedModel& lm = command.loaded;
-  const Corpus corpus = load_corpus(data_dir, 1000000);
-  check_same_vocab(corpus.vocab, lm.vocab, o.model_path());
+  const ModelAndCorpus m(o);
+  const LoadedModel& lm = m.lm;
+  const Corpus& corpus = m.corpus;
   PointerOptions p = o.pointer;
   if (p.grid) {
     const PointerStream valid = pointer_stream(*lm.model, corpus.valid, p.bptt);

@@ -17,13 +17,14 @@
 #
 # Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend,
 # built into build/<mode>-cuda; CUDA_HOME, CUDA_ARCH). `make CUDA=1 test` runs the suite with the GPU
-# tests, which skip when no GPU is present.
+# tests, which skip when no GPU is present. MPI=1: data parallel across processes with Open MPI
+# (mpicxx; build/<mode>-mpi; `mpirun -np N build/release-mpi/mosgrad train ...`, docs/distributed.md).
 
 CXX      ?= g++
 MODE     ?= release
 ARCH     ?= -march=native
 # A CUDA build compiles every file with -DMOSGRAD_CUDA, so it gets its own folder (build/release-cuda).
-BUILD    := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)
+BUILD    := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)$(if $(filter 1,$(MPI)),-mpi)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 WARN     := -Wall -Wextra
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
@@ -51,7 +52,7 @@ endif
 LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 
 # The library is every layer (tools/check_layers.sh) but the program's main, cli/mosgrad.cpp.
-LIB_SRCS  := $(wildcard tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp) \
+LIB_SRCS  := $(wildcard dist/*.cpp tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp) \
              $(filter-out cli/mosgrad.cpp,$(wildcard cli/*.cpp))
 # The tests mirror the source folders (tests/tensor/ checks tensor/, ...); tests/docs/ checks the
 # docs' commands and gdb sessions, tests/fuzz/ replays the fuzzers' findings.
@@ -81,6 +82,13 @@ ifeq ($(CUDA),1)
   ifneq ($(MODE),release)
     NVCCFLAGS += -g -lineinfo
   endif
+endif
+
+# MPI=1: Open MPI's compiler wrapper (Debian: apt-get install libopenmpi-dev openmpi-bin); only
+# dist/processes.cpp uses MPI, every other file is the same as in the plain build.
+ifeq ($(MPI),1)
+  CXX      := mpicxx
+  CXXFLAGS += -DMOSGRAD_MPI -DOMPI_SKIP_MPICXX=1
 endif
 
 .PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check

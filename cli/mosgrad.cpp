@@ -6,12 +6,25 @@
 #include <exception>
 
 #include "cli/commands.h"
+#include "dist/processes.h"
 
 int main(int argc, char** argv) {
+  mg::start_processes(&argc, &argv);  // MPI_Init under `make MPI=1`; nothing otherwise
   try {
-    return mg::run_mosgrad(argc, argv);
+    const int code = mg::run_mosgrad(argc, argv);
+    mg::end_processes();
+    return code;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "mosgrad: error: %s\n", e.what());
+    // Under mpirun every process reports its own error, then the whole job ends: the others must
+    // not wait for this one in an exchange. Rank 0 writes every file, atomically: nothing is torn.
+    const int N = mg::process_count();
+    if (N > 1)
+      std::fprintf(stderr, "mosgrad (process %d of %d): error: %s\n", mg::process_rank(), N,
+                   e.what());
+    else
+      std::fprintf(stderr, "mosgrad: error: %s\n", e.what());
+    mg::abort_processes(1);
+    mg::end_processes();
     return 1;
   }
 }

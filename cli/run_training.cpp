@@ -10,6 +10,7 @@
 #include <string>
 
 #include "analysis/model_graph.h"
+#include "dist/processes.h"
 #include "cli/reproduce.h"
 #include "cli/run_commands.h"
 #include "io/atomic_file.h"
@@ -38,17 +39,25 @@ void stop_cleanly_on_signals() {
 int train_or_finetune(const TrainConfig& cfg, bool finetune) {
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   const Corpus corpus = load_corpus(cfg.data, 1000000);
-  if (corpus.unk_valid || corpus.unk_test)
+  // Under mpirun the processes compute together and rank 0 alone speaks (and writes, lm/train.cpp).
+  const bool speaks = process_rank() == 0;
+  if (speaks && (corpus.unk_valid || corpus.unk_test))
     std::fprintf(stderr,
                  "warning: %lld valid and %lld test tokens are not in the training vocabulary "
                  "(read as <unk>)\n",
                  static_cast<long long>(corpus.unk_valid), static_cast<long long>(corpus.unk_test));
   ProgressDisplay display(stdout, isatty(fileno(stdout)));
-  display.message("data " + corpus.dir + ": " + std::to_string(corpus.train.size()) +
-                  " train tokens, V=" + std::to_string(corpus.vocab.size()) + "; run directory " +
-                  cfg.save);
+  const int N = process_count();
+  if (speaks)
+    display.message("data " + corpus.dir + ": " + std::to_string(corpus.train.size()) +
+                    " train tokens, V=" + std::to_string(corpus.vocab.size()) + "; run directory " +
+                    cfg.save +
+                    (N > 1 ? "; " + std::to_string(N) + " processes, --grad-groups " +
+                                 std::to_string(cfg.grad_groups)
+                           : ""));
   stop_cleanly_on_signals();
-  const TrainResult r = train_lm(cfg, corpus, {&display, nullptr}, finetune);
+  const TrainResult r = train_lm(cfg, corpus, {speaks ? &display : nullptr, nullptr}, finetune);
+  if (!speaks) return r.stop_reason.rfind("interrupted", 0) == 0 ? 130 : 0;
   display.finish();
   const std::string how = r.stopped ? " (" + r.stop_reason + ")" : "";
   if (std::isfinite(r.best_val_loss))

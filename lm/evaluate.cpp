@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "autograd/node.h"
+#include "lm/column_groups.h"
 
 namespace mg {
 
@@ -10,7 +11,7 @@ double EvalResult::perplexity() const {
   return std::exp(loss);
 }
 
-EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt) {
+EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt, int64_t groups) {
   if (eval_target_count(data) == 0)
     throw std::invalid_argument("evaluate: the data gives no targets (" +
                                 std::to_string(data.rows) + " rows of " +
@@ -18,18 +19,9 @@ EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt) {
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
-  Hidden hidden = model.init_hidden(data.batch);
-  double total = 0;  // summed NLL; each segment's mean times its N
-  int64_t count = 0;
-  for (int64_t i = 0; i < data.rows - 1;) {
-    const Batch batch = get_batch(data, i, bptt);
-    ModelOutput out = model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
-    const int64_t n = batch.seq_len * batch.batch;
-    total += static_cast<double>(out.loss.item()) * n;
-    count += n;
-    hidden = out.hidden;
-    i += batch.seq_len;
-  }
+  // Summed NLL (each segment's mean times its N) and the targets, of all columns at once (groups
+  // 1) or of each column group on its own, the groups' sums added in order (lm/column_groups.h).
+  const auto [total, count] = grouped_eval_sums(model, data, bptt, groups);
   model.train(was_training);
   EvalResult r;
   r.targets = count;

@@ -15,7 +15,11 @@ struct EvalResult {
 };
 
 // Evaluates in eval mode without recording a graph; restores the model's previous mode.
-// data: batchify(ids, B) with the evaluation batch size; segments of length bptt.
-EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt);
+// data: batchify(ids, B) with the evaluation batch size; segments of length bptt. groups > 1
+// (training's --grad-groups; B divisible by it): each group of B/groups columns is evaluated on
+// its own and their sums added in order, shared among the processes under mpirun (the same total,
+// bit for bit, for every number of processes dividing groups).
+EvalResult evaluate(RNNModel& model, const Batched& data /*[rows,B]*/, int64_t bptt,
+                    int64_t groups = 1);
 
 }  // namespace mg

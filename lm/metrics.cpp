@@ -33,6 +33,7 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   // Append: a resumed run continues the same file, so one plot shows the whole history. (Appending
   // line by line, not io/atomic_file.h: each line is written whole or cut back off, and rewriting
   // the whole file per line would cost O(n^2).) O_NOFOLLOW: a symlink at the name is refused.
+  if (path.empty()) return;  // writes nothing (the processes but rank 0 of an mpirun)
   fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd_ < 0)
     throw std::runtime_error(
@@ -47,6 +48,7 @@ MetricsWriter::~MetricsWriter() {
 // The line and its newline in one write; if the disk fills part-way, the part that got out is cut
 // off again, so the file ends with a whole line whatever happened.
 void MetricsWriter::write_line(const std::string& line) {
+  if (fd_ < 0) return;  // the writer of no file
   const std::string whole = line + "\n";
   struct stat st {};
   if (::fstat(fd_, &st) != 0)

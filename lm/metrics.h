@@ -68,7 +68,9 @@ struct StatsMetrics {
 // file's name is refused, as the checkpoints and the run lock refuse one.
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path);  // throws std::runtime_error naming the file
+  // Throws std::runtime_error naming the file; an empty path writes nothing (under mpirun, every
+  // process but rank 0).
+  explicit MetricsWriter(const std::string& path);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "dist/processes.h"
+
 namespace mg {
 
 double diverged_loss(int64_t V) {
@@ -47,6 +49,25 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (train_data.rows < 2)
     throw std::invalid_argument("the training split of " + corpus.dir +
                                 " is too short for --batch_size " + std::to_string(cfg.batch_size));
+  // --grad-groups: whole groups of columns, for training and validation alike, whole groups per
+  // process (lm/column_groups.h).
+  const int64_t G = cfg.grad_groups, N = process_count();
+  if (cfg.batch_size % G != 0)
+    throw std::invalid_argument("--batch_size " + std::to_string(cfg.batch_size) +
+                                " is not divisible into --grad-groups " + std::to_string(G) +
+                                " column groups (G must divide the batch size)");
+  if (cfg.eval_batch_size % G != 0)
+    throw std::invalid_argument("--eval_batch_size " + std::to_string(cfg.eval_batch_size) +
+                                " is not divisible into --grad-groups " + std::to_string(G) +
+                                " column groups (validation runs in the same groups)");
+  if (G % N != 0)
+    throw std::invalid_argument("--grad-groups " + std::to_string(G) + " cannot be shared by " +
+                                std::to_string(N) +
+                                " processes (mpirun -np): the number of processes must divide G");
+  if (N > 1 && cfg.device == Device::CUDA)
+    throw std::invalid_argument("--device cuda cannot train under mpirun -np " +
+                                std::to_string(N) +
+                                " yet (no NCCL exchange): use --device cpu, or one process");
   if (cfg.test_at_end)  // the test score at the end, refused now rather than after the training
     require_eval_targets(static_cast<int64_t>(corpus.test.size()), cfg.test_batch_size,
                          "the test split of " + corpus.dir + " (--test-at-end false skips it)");

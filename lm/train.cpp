@@ -16,9 +16,11 @@
 #include "autograd/anomaly.h"
 #include "autograd/ops.h"
 #include "cuda/backend.h"
+#include "dist/processes.h"
 #include "io/checkpoint.h"
 #include "io/run_lock.h"
 #include "lm/batching.h"
+#include "lm/column_groups.h"
 #include "lm/evaluate.h"
 #include "lm/health_stats.h"
 #include "lm/learning_curves.h"
@@ -57,6 +59,7 @@ struct Run {
   const Corpus& corpus;
   const bool finetune;
   const RunFiles& files;
+  const bool writes_files;    // rank 0 (of mpirun's N; the only one without MPI) writes every file
   const Batched& train_data;  // B columns
   const Batched& val_data;    // eval_batch_size columns
   RNNModel& model;
@@ -73,6 +76,7 @@ struct Run {
         corpus(data),
         finetune(fine),
         files(f),
+        writes_files(process_rank() == 0),
         train_data(train),
         val_data(val),
         model(m),
@@ -92,15 +96,16 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   const Vocab& vocab = r.corpus.vocab;
   const std::string& state_path = r.files.state;
   opt.swap_in_average();
-  const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt).loss;
+  const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt, r.cfg.grad_groups).loss;
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
   if (val_loss < st.best_val) st.best_val = val_loss;
   const bool keep = val_loss < best.loss;
   if (keep) {
-    save_model(best.path, r.model, vocab,
-               {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
+    if (r.writes_files)
+      save_model(best.path, r.model, vocab,
+                 {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
     best.loss = val_loss;
   } else if (val_loss <= st.best_val && best.loss < val_loss) {
     r.say("valid ppl " + std::to_string(std::exp(val_loss)) + " is this run's best, but " +
@@ -133,7 +138,7 @@ BestModelFile best_model_file(const Run& r) {
   if (!cfg.resume) return best.loss = st.best_val, best;
   const LoadedModel on_disk = load_model_for_run(files.best, r);
   check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
-  const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt).loss;
+  const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt, cfg.grad_groups).loss;
   best.loss = std::isnan(loss) ? INFINITY : loss;
   if (best.loss < st.best_val)
     r.say(files.best + " holds a better model than this run's best (valid ppl " +
@@ -174,7 +179,7 @@ void start_state(Run& r) {
     r.say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
           std::to_string(st.step));
   } else if (r.finetune) {
-    st.best_val = evaluate(model, r.val_data, cfg.bptt).loss;
+    st.best_val = evaluate(model, r.val_data, cfg.bptt, cfg.grad_groups).loss;
     r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
           ")");
   }
@@ -281,9 +286,14 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");
   // --fused-lstm, --fused-head, --gemm, --precision, checked before any work (applied below).
   const ComputePaths paths = compute_paths(cfg.paths, cfg.device);
-  std::filesystem::create_directories(cfg.save);
-  const RunLock lock(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
-                                   " --save " + cfg.save);
+  // Under mpirun only rank 0 writes (and locks) the run directory; the others compute beside it.
+  const bool writes_files = process_rank() == 0;
+  std::optional<RunLock> lock;
+  if (writes_files) {
+    std::filesystem::create_directories(cfg.save);
+    lock.emplace(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
+                               " --save " + cfg.save);
+  }
 
   // ---- model (initialised on the CPU, the same weights on either device, then moved), optimizer
   // ----
@@ -304,13 +314,14 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   std::unique_ptr<Optimizer>& opt = run.opt;
   Generator& bptt_gen = run.bptt_gen;
 
-  if (cfg.resume) {
+  if (!writes_files) {
+  } else if (cfg.resume) {
     drop_records_after(files.metrics, st.step);  // records written after the checkpoint
   } else {  // one history per file: an earlier run's records (stopped before any checkpoint) go
     const std::string aside = set_aside_old_metrics(files.metrics);
     if (!aside.empty()) say(files.metrics + " held an earlier run's records: moved to " + aside);
   }
-  MetricsWriter metrics(files.metrics);
+  MetricsWriter metrics(writes_files ? files.metrics : "");
   TrainResult result;
   const Stopwatch elapsed(st.elapsed_s);  // seconds of the run, resumed runs continuing the count
   const std::vector<Tensor> params = model.parameters();
@@ -334,13 +345,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       hidden = detach_hidden(hidden);
       const bool stats = cfg.log_stats && ((st.step + 1) % cfg.log_interval == 0 ||
                                            st.batch_pos + batch.seq_len >= train_data.rows - 1);
-      std::vector<GateSaturation> gates;
-      std::optional<GateStatsScope> gate_stats;
-      if (stats) gate_stats.emplace(&gates);
-      ModelOutput out =
-          model.forward(batch.input, batch.seq_len, batch.batch, hidden, &batch.target);
-      gate_stats.reset();
-      regularised_loss(out, cfg.alpha, cfg.beta).backward();
+      // Forward, loss + AR + TAR, backward: of the whole batch, or of --grad-groups column groups
+      // with their gradients summed in order (shared among the processes under mpirun).
+      GroupedStep out = grouped_forward_backward(model, batch, hidden, cfg.grad_groups, cfg.alpha,
+                                                 cfg.beta, stats);
       if (stats) health.before_step();
       const double norm = clip_grad_norm(params, cfg.clip);
       // An update by a non-finite gradient would make the weights NaN: stop while they are good.
@@ -351,7 +359,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       opt->zero_grad();
       hidden = out.hidden;
 
-      const double nll = out.loss.item();
+      const double nll = out.nll;
       const int64_t n = batch.seq_len * batch.batch;
       st.batch_pos += batch.seq_len, ++st.step, st.tokens += n;
       st.epoch_loss_sum += nll * n, st.epoch_loss_count += n;
@@ -364,17 +372,22 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
         const IntervalMetrics m = interval.take(st, cfg, train_data.rows, elapsed());
         metrics.write(m);
         if (stats)
-          metrics.write(health.after_step(out.raw_outputs, gates, st.epoch, st.step, st.tokens));
+          metrics.write(
+              health.after_step(out.first.raw_outputs, out.gates, st.epoch, st.step, st.tokens));
         if (hooks.display) hooks.display->interval(m);
       }
 
       // Clean stops: save everything needed to continue (then a budget stop validates), and return.
-      const std::string reason = stop_reason(cfg, st, elapsed());
+      std::string reason = stop_reason(cfg, st, elapsed());
+      // Under mpirun every process stops after the same step: the first to want to stops all.
+      if (process_count() > 1 && any_process(!reason.empty()) && reason.empty())
+        reason = "another process stopped";
       if (reason.empty()) continue;
       st.elapsed_s = elapsed();
-      save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
+      if (writes_files)
+        save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
       result.stopped = true, result.stop_reason = reason;
-      if (!training_stop_requested())
+      if (!any_process(training_stop_requested()))
         result.final_val_loss = validate_at_stop(run, metrics, elapsed());
       result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
       if (hooks.display) hooks.display->finish();
@@ -393,19 +406,21 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
 
     // The state to resume from starts the next epoch.
     st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0, st.elapsed_s = elapsed();
-    save_state(files.state, cfg, model, *opt, next_epoch(st), model.init_hidden(cfg.batch_size),
-               bptt_gen, corpus.vocab);
-    draw_curves(
-        files,
-        (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""),
-        say);
+    if (writes_files) {
+      save_state(files.state, cfg, model, *opt, next_epoch(st), model.init_hidden(cfg.batch_size),
+                 bptt_gen, corpus.vocab);
+      draw_curves(files,
+                  (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) +
+                      (finetune ? " (finetune)" : ""),
+                  say);
+    }
     result.epochs_done = st.epoch;
     if (done) break;
   }
 
   result.steps = st.step, result.best_val_loss = st.best_val;
-  if (cfg.test_at_end && std::filesystem::exists(files.best))
-    result.test_loss = test_best_model(run);
+  if (cfg.test_at_end && writes_files && std::filesystem::exists(files.best))
+    result.test_loss = test_best_model(run);  // batch size 1: rank 0 alone
   return result;
 }
 

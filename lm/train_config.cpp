@@ -196,6 +196,10 @@ FlagTable TrainConfig::flag_table() {
       int_flag("max_seq_len_delta", opt, "cap of the variable BPTT length: bptt + delta",
                max_seq_len_delta, 0, kMaxSize),
       bool_flag("variable_bptt", opt, "AWD-LSTM's random segment lengths", variable_bptt),
+      int_flag("grad_groups", opt,
+               "column groups per step (gradient accumulation; under mpirun each process runs "
+               "G/N of them, the same bits for any N dividing G)",
+               grad_groups, 1, kMaxSize),
       int_flag("nonmono", opt, "NT-ASGD: epochs of non-improvement before switching to ASGD",
                nonmono, 0, kMaxCount),
       custom(

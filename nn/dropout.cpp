@@ -9,21 +9,21 @@
 
 namespace mg {
 
-// Inverted-dropout masks (Srivastava et al. 2014): keep with probability 1-p and scale by 1/(1-p)
-// so the expected activation is unchanged and evaluation needs no rescaling.
-Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) {
+namespace {
+thread_local const ColumnGroup* t_column_group = nullptr;
+
+// The mask of `shape` from positions [first, first + numel) of the Philox stream `seed`.
+Tensor mask_at(const Shape& shape, float p, uint64_t seed, uint64_t first, Device device) {
   if (!(p >= 0.0f && p < 1.0f))
     throw std::invalid_argument("dropout_mask: p must be in [0, 1), got " + std::to_string(p));
   Tensor mask = Tensor::empty(shape, device);
   const int64_t n = mask.numel();
-  const uint64_t first = gen.advance(static_cast<uint64_t>(n));
   if (device == Device::CUDA) {  // the same positions of the same Philox stream: the same mask
-    cuda_dropout_mask(gen.seed, first, n, p, mask.data_ptr());
+    cuda_dropout_mask(seed, first, n, p, mask.data_ptr());
     return mask;
   }
   const float keep_scale = dropout_keep_scale(p);  // cuda/formulas.h, as on the GPU
   float* m = mask.data();
-  const uint64_t seed = gen.seed;
   // Each chunk draws its own positions [first + b, first + e) of the stream, so the mask does not
   // depend on how the work is split.
   parallel_for(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
@@ -35,6 +35,31 @@ Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) 
   return mask;
 }
 
+// A column group's part of the whole batch's locked mask [1,total,H]: the positions of columns
+// [first, first + B) of a draw that reserves all `total` columns, as the whole batch's draw would.
+Tensor locked_mask_of_group(const ColumnGroup& group, int64_t B, int64_t H, float p,
+                            Generator& gen, Device device) {
+  if (group.first < 0 || B < 1 || group.first + B > group.total)
+    throw std::invalid_argument("locked_dropout: columns [" + std::to_string(group.first) + ", " +
+                                std::to_string(group.first + B) + ") are not in a batch of " +
+                                std::to_string(group.total) + " columns");
+  const uint64_t first = gen.advance(static_cast<uint64_t>(group.total * H));
+  return mask_at({1, B, H}, p, gen.seed, first + static_cast<uint64_t>(group.first * H), device);
+}
+}  // namespace
+
+ColumnGroupScope::ColumnGroupScope(ColumnGroup group) : group_(group), previous_(t_column_group) {
+  t_column_group = &group_;
+}
+ColumnGroupScope::~ColumnGroupScope() {
+  t_column_group = previous_;
+}
+
+Tensor dropout_mask(const Shape& shape, float p, Generator& gen, Device device) {
+  const int64_t n = numel_of(shape);
+  return mask_at(shape, p, gen.seed, gen.advance(static_cast<uint64_t>(n)), device);
+}
+
 Tensor dropout(const Tensor& x, float p, Generator& gen, bool training) {
   if (!training || p == 0.0f) return x;
   return mul(x, dropout_mask(x.shape(), p, gen, x.device()));
@@ -43,6 +68,8 @@ Tensor dropout(const Tensor& x, float p, Generator& gen, bool training) {
 Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training) {
   if (!training || p == 0.0f) return x;
   check_rank("locked_dropout", x, 3, "x [T,B,H]");
+  if (t_column_group)  // --grad-groups: this forward sees some of the batch's columns
+    return mul(x, locked_mask_of_group(*t_column_group, x.size(1), x.size(2), p, gen, x.device()));
   // TASK 5.1: one mask for all T steps (shape [1,B,H]), broadcast over time
   return mul(x, dropout_mask({1, x.size(1), x.size(2)}, p, gen, x.device()));
   // END TASK 5.1

@@ -22,6 +22,28 @@ Tensor dropout(const Tensor& x, float p, Generator& gen, bool training);
 // x [T,B,H]: the mask is [1,B,H], broadcast over T.
 Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training);
 
+// A batch of B columns trained in column groups (--grad-groups, lm/column_groups.h): a group's
+// forward sees only columns [first, first + B_group) of `total`. While a ColumnGroupScope is alive
+// on this thread, locked dropout draws that group's part of the whole batch's mask (it reserves
+// the positions of all `total` columns, then uses the group's): the same mask, column for column,
+// as the whole batch's forward. Embedding dropout and weight drop are whole-batch masks already, the same
+// for every group.
+struct ColumnGroup {
+  int64_t first = 0;  // the group's first column
+  int64_t total = 0;  // the batch's columns
+};
+class ColumnGroupScope {
+ public:
+  explicit ColumnGroupScope(ColumnGroup group);
+  ~ColumnGroupScope();
+  ColumnGroupScope(const ColumnGroupScope&) = delete;
+  ColumnGroupScope& operator=(const ColumnGroupScope&) = delete;
+
+ private:
+  ColumnGroup group_;
+  const ColumnGroup* previous_;
+};
+
 // Embedding dropout (AWD-LSTM's embedded_dropout): drops whole word types — rows of the embedding
 // matrix — for the entire batch, scaling the kept rows. weight [V,E] -> [V,E]
 Tensor embedding_dropout(const Tensor& weight, float p, Generator& gen, bool training);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The folders are layers, lowest first: cuda -> tensor -> autograd -> nn -> io -> lm -> analysis ->
+# The folders are layers, lowest first: cuda and dist (the GPU, the other processes) -> tensor -> autograd -> nn -> io -> lm -> analysis ->
 # cli -> tools (lm/ trains and evaluates; analysis/ holds the bottleneck instruments built on it;
 # cli/ the mosgrad program, its flag tables and the reproduce harness that runs its commands). A
 # file may include headers of its own folder and of the folders below it, never above: tensor/ can
@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # In layer order; tests/ and bench/ share the top.
-FOLDERS=(cuda tensor autograd nn io lm analysis cli tools tests bench)
-declare -A rank=([cuda]=0 [tensor]=1 [autograd]=2 [nn]=3 [io]=4 [lm]=5 [analysis]=6 [cli]=7 [tools]=8
+FOLDERS=(cuda dist tensor autograd nn io lm analysis cli tools tests bench)
+declare -A rank=([cuda]=0 [dist]=0 [tensor]=1 [autograd]=2 [nn]=3 [io]=4 [lm]=5 [analysis]=6 [cli]=7 [tools]=8
                  [tests]=9 [bench]=9)
 
 checked=0 bad=0
@@ -30,7 +30,7 @@ while IFS= read -r hit; do
     bad=$((bad + 1))
   elif ((rank[$to] > rank[$from])); then
     echo "$file:$line: #include \"$target\": $from/ may not include $to/, a higher layer" \
-         "(cuda -> tensor -> autograd -> nn -> io -> lm -> analysis -> cli -> tools)"
+         "(cuda, dist -> tensor -> autograd -> nn -> io -> lm -> analysis -> cli -> tools)"
     bad=$((bad + 1))
   fi
 done < <(grep -rnE '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
@@ -45,4 +45,4 @@ if ((bad > 0)); then
   echo "check_layers: $bad forbidden include(s) of $checked"
   exit 1
 fi
-echo "check_layers: ok, $checked includes follow cuda -> tensor -> autograd -> nn -> io -> lm -> analysis -> cli -> tools"
+echo "check_layers: ok, $checked includes follow cuda, dist -> tensor -> autograd -> nn -> io -> lm -> analysis -> cli -> tools"

@@ -8,7 +8,9 @@
 #   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
 #   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed, and the
-#                   cost of --log-stats
+#                   cost of --log-stats (and of mpirun -np 2, once make MPI=1 has built it)
+#   make mpi-check  data parallel under Open MPI gives the bits of one process (tools/mpi_check.sh;
+#                   builds build/release-mpi/ with MPI=1)
 #   make mutate     mutation testing: which planted bugs does the suite catch? (tools/mutate.sh)
 #   make student OUT=DIR [LABS=3,4]  the course's student tree: solutions replaced by stubs
 #   make grade [LAB=N] [JSON=FILE]   the course's grader: each task's tests, points out of 100
@@ -91,7 +93,7 @@ ifeq ($(MPI),1)
   CXXFLAGS += -DMOSGRAD_MPI -DOMPI_SKIP_MPICXX=1
 endif
 
-.PHONY: all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
+.PHONY: mpi-check all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(BUILD)/%.o: %.cpp
@@ -198,3 +200,10 @@ clean:
 	rm -rf build
 
 -include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_SRCS:%.cpp=$(BUILD)/%.d) $(TOOL_SRCS:%.cpp=$(BUILD)/%.d)
+
+# Data parallel under Open MPI: the plain and the MPI=1 programs, then tools/mpi_check.sh (the
+# same bits for -np 1, 2, 4 and the plain build; a killed process, then --resume; the refusals).
+mpi-check:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/mosgrad
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release MPI=1 build/release-mpi/mosgrad
+	bash tools/mpi_check.sh

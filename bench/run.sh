@@ -179,3 +179,8 @@ echo "bench: --log-stats" >&2
   printf '\n## Training-health statistics (`--log-stats`)\n\n'
   build/release/bench/bench_health --threads "$THREADS" --preset small-mos || echo "bench: bench_health failed" >&2
 } | tee -a bench/RESULTS.md
+# Data parallel on one machine (bench/mpi.sh), once `make MPI=1` has built the MPI program.
+if [ -x build/release-mpi/mosgrad ] && command -v mpirun >/dev/null 2>&1; then
+  echo "bench: mpirun -np 2 against one process" >&2
+  { printf '\n'; bash bench/mpi.sh || echo "bench: bench/mpi.sh failed" >&2; } | tee -a bench/RESULTS.md
+fi

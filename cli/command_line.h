@@ -27,6 +27,7 @@ struct ModelCommandOptions {
   std::string split = "test";  // valid | test | train
   std::string device = "cpu";
   int64_t batch_size = 0;  // 0: 1 for test, 10 otherwise (the papers' conventions)
+  int64_t grad_groups = 1;  // eval: column groups, shared among mpirun's processes
   int64_t bptt = 70;       // eval's segment length
   int64_t threads = 0;     // 0: all cores
   PathFlags paths;         // --fused-lstm, --fused-head, --gemm, --precision

@@ -144,7 +144,11 @@ FlagTable eval_flags(CommandLine& c) {
                      int_flag("batch_size", kRun,
                               "columns (default 1 for test, 10 otherwise, as the papers)",
                               o.batch_size, 0, kMaxSize),
-                     int_flag("bptt", kRun, "segment length (default 70)", o.bptt, 1, kMaxSize)});
+                     int_flag("bptt", kRun, "segment length (default 70)", o.bptt, 1, kMaxSize),
+                     int_flag("grad_groups", kRun,
+                              "column groups, each scored alone, summed in order (under mpirun "
+                              "shared among the processes; must divide the batch size)",
+                              o.grad_groups, 1, kMaxSize)});
   add_path_flags(t, o);
   return t;
 }

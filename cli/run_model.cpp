@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cli/run_commands.h"
+#include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/same_file.h"
 #include "lm/batching.h"
@@ -82,11 +83,21 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
                                             : (o.split == "test" ? 1 : 10);
   require_eval_targets(static_cast<int64_t>(ids.size()), eval_B,
                        "the " + o.split + " split of " + data_dir);
+  const int64_t G = dynamic ? 1 : o.grad_groups, N = process_count();
+  if (eval_B % G != 0)
+    throw std::invalid_argument("--batch_size " + std::to_string(eval_B) +
+                                " is not divisible into --grad-groups " + std::to_string(G) +
+                                " column groups");
+  if (N > 1 && (G % N != 0 || o.device == "cuda"))
+    throw std::invalid_argument("under mpirun -np " + std::to_string(N) + ", eval needs " +
+                                "--grad-groups divisible by " + std::to_string(N) +
+                                " (got " + std::to_string(G) + ") and --device cpu");
   EvalResult r;
   if (dynamic)
     r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);
   else
-    r = evaluate(*lm.model, batchify(ids, eval_B), o.bptt);
+    r = evaluate(*lm.model, batchify(ids, eval_B), o.bptt, G);
+  if (process_rank() != 0) return 0;  // under mpirun rank 0 speaks
   std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "",
               o.split.c_str(), r.loss, r.perplexity(), static_cast<long long>(r.targets));
   return 0;

@@ -58,6 +58,10 @@ inline float sigmoidf(float x) {
 // three alternating runs each of bench_train --mode train).
 // kSlabCols is a multiple of every kernel's nr (48, 16, 8), so slabs start on packed panels;
 // the slab boundaries depend on V alone, so the sums do not depend on the thread count.
+// A tile has at least kTileRows rows, rounded up to whole register tiles of the kernel (8 rows
+// on AVX-512, 12 = 2 x 6 on AVX2): 8 rows on AVX2 ran as a 6-row and a 2-row tile, and the 2-row
+// one (4 FMA chains for 2 pipes of 4-5 cycles) took 6% of mos-paper's step. Each row's numbers do
+// not depend on the tile (the GEMM's k order and the slabs are the same).
 constexpr int64_t kTileRows = 8;
 constexpr int64_t kSlabCols = 768;
 
@@ -117,13 +121,9 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                        ")");
 
   check_same_device("fused_mixture_nll", {ctx_in, W_in, b_in, log_pi_in});
-  // On the GPU four times as many logits are kept (1 GiB by default): its memory is plentiful next
-  // to the cost of a fourth N*K x E x V GEMM, and mos-paper's 126M logits then stay for backward.
-  const int64_t keep_floats = options.keep_logits_floats;
-  const int64_t keep_limit = !ctx_in.is_cuda()             ? keep_floats
-                             : keep_floats > INT64_MAX / 4 ? INT64_MAX
-                                                           : 4 * keep_floats;
-  const bool keep = is_grad_enabled() && R * V <= keep_limit &&
+  // Up to options.keep_logits_floats (1 GiB by default, on either device) the logits stay for
+  // backward: memory is plentiful next to the cost of a fourth N*K x E x V GEMM (nn/heads.h).
+  const bool keep = is_grad_enabled() && R * V <= options.keep_logits_floats &&
                     (ctx_in.requires_grad() || W_in.requires_grad() || b_in.requires_grad());
   const int64_t chunk_floats =
       ctx_in.is_cuda() ? 4 * kStreamChunkFloats : kStreamChunkFloats;  // GPU: fewer, larger GEMMs
@@ -147,18 +147,20 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
     Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
     const bool packed = gemm_path() == GemmPath::kFast;
     const PackedB W_t = packed ? PackedB(/*trans_b=*/true, E, V, s.W.data(), E) : PackedB();
+    const int64_t mr = packed ? W_t.tile_rows() : 1;
+    const int64_t tile_rows = (kTileRows + mr - 1) / mr * mr;
     std::vector<RunningLse> run(static_cast<size_t>(s.chunk_rows));
     std::vector<float> z_target(static_cast<size_t>(s.chunk_rows));
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
       const int64_t rows = std::min(s.chunk_rows, R - r0);
       float* z = keep ? s.logits.data() + r0 * V : block.data();
       std::fill(run.begin(), run.end(), RunningLse{});
-      parallel_for(rows, kTileRows, [&](int64_t i0, int64_t i1) {
+      parallel_for(rows, tile_rows, [&](int64_t i0, int64_t i1) {
         std::vector<float> scratch(sig ? static_cast<size_t>(kSlabCols) : 0);
         for (int64_t c0 = 0; c0 < V; c0 += kSlabCols) {
           const int64_t c1 = std::min(V, c0 + kSlabCols), w = c1 - c0;
-          for (int64_t t0 = i0; t0 < i1; t0 += kTileRows) {
-            const int64_t t1 = std::min(i1, t0 + kTileRows);
+          for (int64_t t0 = i0; t0 < i1; t0 += tile_rows) {
+            const int64_t t1 = std::min(i1, t0 + tile_rows);
             chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + t0, t1 - t0, c0,
                          c1, E, V, z + t0 * V + c0);
             for (int64_t i = t0; i < t1; ++i) {

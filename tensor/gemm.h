@@ -52,6 +52,9 @@ class PackedB {
   // Columns per packed micro-panel (the kernel's nr): a slab for gemm_packed_b_cols starts on a
   // multiple of it.
   int64_t panel_cols() const;
+  // Rows of the kernel's register tile (8 AVX-512, 6 AVX2): a caller cutting A into row tiles
+  // keeps them multiples of this, or the kernel runs a sliver tile (2 of 8 rows: 1/3 the speed).
+  int64_t tile_rows() const;
 
  private:
   friend void gemm_packed_b_cols(int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,

@@ -19,9 +19,12 @@ constexpr int kMr = 6, kNv = 2, kNr = 8 * kNv;
 
 // Same contract as the AVX-512 kernel: M <= kMr rows, NV <= kNv vectors, n_last (1..8) valid
 // columns in the last vector; one fma chain per element whatever the tile shape.
-template <int M, int NV>
-MG_AVX2 void micro(int64_t kc, const float* __restrict a, const float* __restrict b, int64_t bs,
-                   float* __restrict c, int64_t ldc, float alpha, float beta, int n_last) {
+// lda != 0 (kDirectA): A is not packed but read in place, row i of the tile at a + i*lda
+// (macro_a_direct): the same products in the same order, so the same bits.
+template <int M, int NV, bool kDirectA>
+MG_AVX2 void micro(int64_t kc, const float* __restrict a, int64_t lda, const float* __restrict b,
+                   int64_t bs, float* __restrict c, int64_t ldc, float alpha, float beta,
+                   int n_last) {
   __m256 acc[M][NV];
 #pragma GCC unroll 6
   for (int i = 0; i < M; ++i)
@@ -34,11 +37,11 @@ MG_AVX2 void micro(int64_t kc, const float* __restrict a, const float* __restric
     for (int v = 0; v < NV; ++v) bv[v] = _mm256_loadu_ps(b + 8 * v);
 #pragma GCC unroll 6
     for (int i = 0; i < M; ++i) {
-      const __m256 ai = _mm256_broadcast_ss(a + i);
+      const __m256 ai = _mm256_broadcast_ss(kDirectA ? a + i * lda + k : a + i);
 #pragma GCC unroll 2
       for (int v = 0; v < NV; ++v) acc[i][v] = _mm256_fmadd_ps(ai, bv[v], acc[i][v]);
     }
-    a += kMr;
+    if (!kDirectA) a += kMr;
     b += bs;
   }
   const __m256 va = _mm256_set1_ps(alpha), vb = _mm256_set1_ps(beta);
@@ -68,16 +71,22 @@ MG_AVX2 void micro(int64_t kc, const float* __restrict a, const float* __restric
   }
 }
 
-using MicroFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, float,
-                         float, int);
+using MicroFn = void (*)(int64_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                         float, float, int);
 
-template <int M>
-constexpr MicroFn micro_row[kNv] = {micro<M, 1>, micro<M, 2>};
-const MicroFn* const kMicro[kMr] = {micro_row<1>, micro_row<2>, micro_row<3>,
-                                    micro_row<4>, micro_row<5>, micro_row<6>};
+template <int M, bool kDirectA>
+constexpr MicroFn micro_row[kNv] = {micro<M, 1, kDirectA>, micro<M, 2, kDirectA>};
+template <bool kDirectA>
+constexpr const MicroFn* kMicro[kMr] = {micro_row<1, kDirectA>, micro_row<2, kDirectA>,
+                                        micro_row<3, kDirectA>, micro_row<4, kDirectA>,
+                                        micro_row<5, kDirectA>, micro_row<6, kDirectA>};
 
-MG_AVX2 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
-                   int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
+// The macro-kernel over an m x n block of C. A is packed (lda == 0: micro-panel ir/6 at
+// A + ir*kc) or read in place (rows lda apart: macro_a_direct); B is packed, or read in place
+// with rows ldb_direct apart.
+MG_AVX2 void macro_any(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
+                       const float* Bp, int64_t ldb_direct, float alpha, float beta, float* C,
+                       int64_t ldc) {
   for (int64_t jr = 0; jr < n; jr += kNr) {
     const int cols = static_cast<int>(n - jr < kNr ? n - jr : kNr);
     const int nv = (cols + 7) / 8;
@@ -86,10 +95,29 @@ MG_AVX2 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const floa
     const int64_t bs = ldb_direct ? ldb_direct : 8 * nv;
     for (int64_t ir = 0; ir < m; ir += kMr) {
       const int rows = static_cast<int>(m - ir < kMr ? m - ir : kMr);
-      kMicro[rows - 1][nv - 1](kc, Ap + ir * kc, b, bs, C + ir * ldc + jr, ldc, alpha, beta,
-                               n_last);
+      if (lda)
+        kMicro<true>[rows - 1][nv - 1](kc, A + ir * lda, lda, b, bs, C + ir * ldc + jr, ldc, alpha,
+                                       beta, n_last);
+      else
+        kMicro<false>[rows - 1][nv - 1](kc, A + ir * kc, 0, b, bs, C + ir * ldc + jr, ldc, alpha,
+                                        beta, n_last);
     }
   }
+}
+
+MG_AVX2 void macro(int64_t m, int64_t n, int64_t kc, const float* Ap, const float* Bp,
+                   int64_t ldb_direct, float alpha, float beta, float* C, int64_t ldc) {
+  macro_any(m, n, kc, Ap, 0, Bp, ldb_direct, alpha, beta, C, ldc);
+}
+
+// A read in place (rows lda apart, not packed), B packed: for products with few columns (the
+// head's d ctx = dz W: E = 280 in mos-paper), where packing all of A (dz, 504 MB there) costs more
+// than it saves: it was 6.6% of mos-paper's step. Each 6-row strip of A is read once per B
+// micro-panel, from L2 after the first.
+MG_AVX2 void macro_a_direct(int64_t m, int64_t n, int64_t kc, const float* A, int64_t lda,
+                            const float* Bp, float alpha, float beta, float* C, int64_t ldc,
+                            const Upcoming& /*upcoming: not prefetched*/) {
+  macro_any(m, n, kc, A, lda, Bp, 0, alpha, beta, C, ldc);
 }
 
 void pack_a(bool trans, const float* A, int64_t lda, int64_t m, int64_t kc, float* Ap) {
@@ -105,7 +133,9 @@ const Arch& arch_avx2() {
   // kc x 16 floats of B (16 KiB at kc = 256) stay in a 32 KiB L1; mc x kc of A (168 x 256 floats,
   // 168 KiB) in L2; the B panel (256 x 4080, 4 MiB) in L3 (the BLIS Haswell sgemm blocking).
   static const Arch arch = {"avx2",     kMr,         kNr,    8,      /*mc=*/168,
-                            /*kc=*/256, /*nc=*/4080, pack_a, pack_b, macro};
+                            /*kc=*/256, /*nc=*/4080, pack_a, pack_b, macro,
+                            /*b_in_place=*/true, /*k_per_slot=*/1, macro_a_direct,
+                            /*a_direct_max_n=*/512};
   return arch;
 }
 

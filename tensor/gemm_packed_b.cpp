@@ -49,6 +49,10 @@ int64_t PackedB::panel_cols() const {
   return gemm_detail::arch_of(static_cast<GemmKernel>(kernel_)).nr;
 }
 
+int64_t PackedB::tile_rows() const {
+  return gemm_detail::arch_of(static_cast<GemmKernel>(kernel_)).mr;
+}
+
 void gemm_packed_b(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
                    const PackedB& B, float beta, float* C, int64_t ldc) {
   if (N != B.N_ || K != B.K_)

@@ -378,8 +378,9 @@ TEST(Gemm, BitwiseIndependentOfThreadCount) {
 // Narrow products (N <= 512, A not transposed) read A in place instead of packing it (run_block's
 // direct_a; the head's d ctx = dz W). The same A stored transposed is always packed, so the two
 // calls run the same fma chains on the same values: their results must be bitwise equal. Shapes
-// cross the A blocks (mc = 256 rows per thread), the kc blocks, the 8-row and 48-column tiles, and
-// A has NaN padding columns that an in-place read past its rows would pick up. With B stored
+// cross the A blocks (mc = 256 rows per thread; AVX2 168), the kc blocks, the register tiles
+// (8 x 48; AVX2 6 x 16), and A has NaN padding columns that an in-place read past its rows would
+// pick up. With B stored
 // transposed, a single A block (at most mc rows per thread) is read in place too (with B
 // row-major, B is the one read in place there, and A is packed).
 TEST(Gemm, AReadInPlaceGivesThePackedBits) {

@@ -90,8 +90,8 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
                                 " column groups");
   if (N > 1 && (G % N != 0 || o.device == "cuda"))
     throw std::invalid_argument("under mpirun -np " + std::to_string(N) + ", eval needs " +
-                                "--grad-groups divisible by " + std::to_string(N) +
-                                " (got " + std::to_string(G) + ") and --device cpu");
+                                "--grad-groups divisible by " + std::to_string(N) + " (got " +
+                                std::to_string(G) + ") and --device cpu");
   EvalResult r;
   if (dynamic)
     r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);

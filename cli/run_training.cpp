@@ -10,9 +10,9 @@
 #include <string>
 
 #include "analysis/model_graph.h"
-#include "dist/processes.h"
 #include "cli/reproduce.h"
 #include "cli/run_commands.h"
+#include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/same_file.h"
 #include "lm/corpus.h"

@@ -65,8 +65,7 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
                                 std::to_string(N) +
                                 " processes (mpirun -np): the number of processes must divide G");
   if (N > 1 && cfg.device == Device::CUDA)
-    throw std::invalid_argument("--device cuda cannot train under mpirun -np " +
-                                std::to_string(N) +
+    throw std::invalid_argument("--device cuda cannot train under mpirun -np " + std::to_string(N) +
                                 " yet (no NCCL exchange): use --device cpu, or one process");
   if (cfg.test_at_end)  // the test score at the end, refused now rather than after the training
     require_eval_targets(static_cast<int64_t>(corpus.test.size()), cfg.test_batch_size,

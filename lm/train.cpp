@@ -409,10 +409,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     if (writes_files) {
       save_state(files.state, cfg, model, *opt, next_epoch(st), model.init_hidden(cfg.batch_size),
                  bptt_gen, corpus.vocab);
-      draw_curves(files,
-                  (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) +
-                      (finetune ? " (finetune)" : ""),
-                  say);
+      draw_curves(
+          files,
+          (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""),
+          say);
     }
     result.epochs_done = st.epoch;
     if (done) break;

@@ -37,8 +37,8 @@ Tensor mask_at(const Shape& shape, float p, uint64_t seed, uint64_t first, Devic
 
 // A column group's part of the whole batch's locked mask [1,total,H]: the positions of columns
 // [first, first + B) of a draw that reserves all `total` columns, as the whole batch's draw would.
-Tensor locked_mask_of_group(const ColumnGroup& group, int64_t B, int64_t H, float p,
-                            Generator& gen, Device device) {
+Tensor locked_mask_of_group(const ColumnGroup& group, int64_t B, int64_t H, float p, Generator& gen,
+                            Device device) {
   if (group.first < 0 || B < 1 || group.first + B > group.total)
     throw std::invalid_argument("locked_dropout: columns [" + std::to_string(group.first) + ", " +
                                 std::to_string(group.first + B) + ") are not in a batch of " +

@@ -26,8 +26,8 @@ Tensor locked_dropout(const Tensor& x, float p, Generator& gen, bool training);
 // forward sees only columns [first, first + B_group) of `total`. While a ColumnGroupScope is alive
 // on this thread, locked dropout draws that group's part of the whole batch's mask (it reserves
 // the positions of all `total` columns, then uses the group's): the same mask, column for column,
-// as the whole batch's forward. Embedding dropout and weight drop are whole-batch masks already, the same
-// for every group.
+// as the whole batch's forward. Embedding dropout and weight drop are whole-batch masks already,
+// the same for every group.
 struct ColumnGroup {
   int64_t first = 0;  // the group's first column
   int64_t total = 0;  // the batch's columns

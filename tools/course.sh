@@ -27,6 +27,11 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TASKS=$ROOT/docs/course/tasks.txt
 STAMP=.mosgrad-student  # marks a directory this script made, so regenerating it is allowed
 
+# Temporary files and folders, removed when the script exits however it exits (die, an error under
+# set -e, Ctrl-C): a RETURN trap does not run on exit.
+TEMPS=()
+trap '((${#TEMPS[@]} == 0)) || rm -rf "${TEMPS[@]}"' EXIT
+
 die() {
   echo "course: $*" >&2
   exit 2
@@ -69,7 +74,7 @@ student() {
   fi
   LABS=$labs
   REMOVED=$(mktemp)
-  trap 'rm -f "$REMOVED" "$REMOVED".file "$REMOVED".scaffolding' RETURN
+  TEMPS+=("$REMOVED" "$REMOVED".file "$REMOVED".scaffolding)
   local files
   if git -C "$ROOT" rev-parse --git-dir > /dev/null 2>&1; then
     files=$(git -C "$ROOT" ls-files)
@@ -140,6 +145,7 @@ grade() {
   fi
   local log score=0 total=0 failed=0 rows=() id points filter title
   log=$(mktemp)
+  TEMPS+=("$log")
   printf '%-4s %-5s %-6s %-7s %s\n' lab task points result "what, and the first failure"
   while read -r id points filter title; do
     [[ -z $lab || ${id%%.*} == "$lab" ]] || continue
@@ -288,7 +294,7 @@ figures() {
   local work page cmd expect out n=0 bad=0
   [[ -x $ROOT/build/release/mosgrad ]] || die "build/release/mosgrad is missing: run make first"
   work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
+  TEMPS+=("$work")
   ln -s "$ROOT/build" "$work/build"
   export MOSGRAD_DATA=${MOSGRAD_DATA:-$ROOT/../shared/data/ptb}
   for page in "$ROOT"/docs/course/lab*.md; do

@@ -84,6 +84,9 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
   require_eval_targets(static_cast<int64_t>(ids.size()), eval_B,
                        "the " + o.split + " split of " + data_dir);
   const int64_t G = dynamic ? 1 : o.grad_groups, N = process_count();
+  if (dynamic && N > 1)
+    throw std::invalid_argument("dyneval runs in one process: start it without mpirun (got -np " +
+                                std::to_string(N) + ")");
   if (eval_B % G != 0)
     throw std::invalid_argument("--batch_size " + std::to_string(eval_B) +
                                 " is not divisible into --grad-groups " + std::to_string(G) +

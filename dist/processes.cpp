@@ -41,7 +41,10 @@ bool built_with_mpi() {
 
 void start_processes([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
 #ifdef MOSGRAD_MPI
-  if (!mpi_running()) MPI_Init(argc, argv);
+  // FUNNELED: OpenMP threads exist beside MPI, and only the main thread calls it.
+  int provided = 0;
+  if (!mpi_running()) MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  (void)provided;  // a library giving less still works: only the main thread calls MPI
 #endif
 }
 

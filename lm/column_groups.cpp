@@ -19,6 +19,10 @@ OwnedGroups owned_groups(int64_t G) {
   return {rank * (G / N), G / N};
 }
 
+int64_t validation_groups(int64_t G, int64_t eval_batch_size) {
+  return eval_batch_size % G == 0 ? G : 1;
+}
+
 Batch batch_columns(const Batch& batch, int64_t first, int64_t count) {
   const int64_t T = batch.seq_len, B = batch.batch;
   if (first < 0 || count < 1 || first + count > B)
@@ -181,7 +185,7 @@ GroupedStep grouped_forward_backward(RNNModel& model, const Batch& batch, const 
     sum.take_group();
     nll_mine.push_back(out.loss.item());
     hidden_mine.push_back(detach_hidden(out.hidden));
-    if (g == 0) r.first = std::move(out);
+    if (g == 0 && gate_stats) r.first = std::move(out);  // else freed now: 1/G of the activations
   }
   sum.finish();
   for (double nll : gather_per_group(nll_mine, G)) r.nll += nll;

@@ -42,7 +42,8 @@ Hidden join_columns(const std::vector<Hidden>& parts);
 struct GroupedStep {
   double nll = 0;     // the batch's mean NLL (the groups' means, averaged in group order)
   Hidden hidden;      // every column's final state [B,H_l], to carry into the next segment
-  ModelOutput first;  // the first group's outputs (--log-stats reads its activations)
+  ModelOutput first;  // the first group's outputs (G > 1: only when gate_stats; --log-stats
+                      // reads its activations)
   std::vector<GateSaturation> gates;  // the first group's LSTM gates, when asked for
 };
 
@@ -52,6 +53,11 @@ struct GroupedStep {
 // in [B,H_l] (detached). G = 1 with one process is the plain forward and backward.
 GroupedStep grouped_forward_backward(RNNModel& model, const Batch& batch, const Hidden& hidden,
                                      int64_t G, float alpha, float beta, bool gate_stats);
+
+// The groups validation runs in: G when it divides the validation batch (then shared among the
+// processes as training's are), else 1 (the whole batch, computed by every process: the same bits
+// for every N, without the parallel speed). Depends on G and the batch alone, never on N.
+int64_t validation_groups(int64_t G, int64_t eval_batch_size);
 
 // The summed NLL over `data`'s columns split into G groups, each evaluated on its own (all its
 // segments, its hidden state carried), the groups' sums added in order; under MPI the groups are

@@ -49,17 +49,14 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (train_data.rows < 2)
     throw std::invalid_argument("the training split of " + corpus.dir +
                                 " is too short for --batch_size " + std::to_string(cfg.batch_size));
-  // --grad-groups: whole groups of columns, for training and validation alike, whole groups per
-  // process (lm/column_groups.h).
+  // --grad-groups: whole groups of columns per step, whole groups per process
+  // (lm/column_groups.h). Validation needs none: it runs in the same groups when G divides its
+  // batch, else whole (validation_groups).
   const int64_t G = cfg.grad_groups, N = process_count();
   if (cfg.batch_size % G != 0)
     throw std::invalid_argument("--batch_size " + std::to_string(cfg.batch_size) +
                                 " is not divisible into --grad-groups " + std::to_string(G) +
                                 " column groups (G must divide the batch size)");
-  if (cfg.eval_batch_size % G != 0)
-    throw std::invalid_argument("--eval_batch_size " + std::to_string(cfg.eval_batch_size) +
-                                " is not divisible into --grad-groups " + std::to_string(G) +
-                                " column groups (validation runs in the same groups)");
   if (G % N != 0)
     throw std::invalid_argument("--grad-groups " + std::to_string(G) + " cannot be shared by " +
                                 std::to_string(N) +

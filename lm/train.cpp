@@ -96,7 +96,8 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   const Vocab& vocab = r.corpus.vocab;
   const std::string& state_path = r.files.state;
   opt.swap_in_average();
-  const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt, r.cfg.grad_groups).loss;
+  const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt,
+                                    validation_groups(r.cfg.grad_groups, r.cfg.eval_batch_size)).loss;
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
@@ -138,7 +139,8 @@ BestModelFile best_model_file(const Run& r) {
   if (!cfg.resume) return best.loss = st.best_val, best;
   const LoadedModel on_disk = load_model_for_run(files.best, r);
   check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
-  const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt, cfg.grad_groups).loss;
+  const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt,
+                                    validation_groups(cfg.grad_groups, cfg.eval_batch_size)).loss;
   best.loss = std::isnan(loss) ? INFINITY : loss;
   if (best.loss < st.best_val)
     r.say(files.best + " holds a better model than this run's best (valid ppl " +
@@ -147,13 +149,26 @@ BestModelFile best_model_file(const Run& r) {
   return best;
 }
 
+const char* const kInterrupted = "interrupted (Ctrl-C, SIGTERM or SIGHUP)";
+
 // Why training should stop cleanly now ("" when it should go on).
 std::string stop_reason(const TrainConfig& cfg, const TrainState& st, double elapsed_s) {
-  if (training_stop_requested()) return "interrupted (Ctrl-C, SIGTERM or SIGHUP)";
+  if (training_stop_requested()) return kInterrupted;
   if (cfg.max_steps > 0 && st.step >= cfg.max_steps)
     return "reached --max-steps " + std::to_string(cfg.max_steps);
   if (cfg.max_minutes > 0 && elapsed_s >= cfg.max_minutes * 60) return "reached --max-minutes";
   return "";
+}
+
+// The same on every process of an mpirun, which must all stop after the same step: interrupted
+// when any process got the signal; else a budget stop when any reached its budget (--max-minutes
+// is measured by each process's clock).
+std::string agreed_stop_reason(const TrainConfig& cfg, const TrainState& st, double elapsed_s) {
+  const std::string mine = stop_reason(cfg, st, elapsed_s);
+  if (process_count() == 1) return mine;
+  if (any_process(mine == kInterrupted)) return kInterrupted;
+  if (!any_process(!mine.empty())) return "";
+  return mine.empty() ? "another process reached --max-minutes" : mine;
 }
 
 // The optimizer and state the run starts from: fresh; the best model with ASGD from the first step
@@ -179,7 +194,8 @@ void start_state(Run& r) {
     r.say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
           std::to_string(st.step));
   } else if (r.finetune) {
-    st.best_val = evaluate(model, r.val_data, cfg.bptt, cfg.grad_groups).loss;
+    st.best_val = evaluate(model, r.val_data, cfg.bptt,
+                                    validation_groups(cfg.grad_groups, cfg.eval_batch_size)).loss;
     r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
           ")");
   }
@@ -378,16 +394,13 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       }
 
       // Clean stops: save everything needed to continue (then a budget stop validates), and return.
-      std::string reason = stop_reason(cfg, st, elapsed());
-      // Under mpirun every process stops after the same step: the first to want to stops all.
-      if (process_count() > 1 && any_process(!reason.empty()) && reason.empty())
-        reason = "another process stopped";
+      const std::string reason = agreed_stop_reason(cfg, st, elapsed());
       if (reason.empty()) continue;
       st.elapsed_s = elapsed();
       if (writes_files)
         save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
       result.stopped = true, result.stop_reason = reason;
-      if (!any_process(training_stop_requested()))
+      if (reason != kInterrupted)  // a budget stop validates; an interrupted run ends now
         result.final_val_loss = validate_at_stop(run, metrics, elapsed());
       result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
       if (hooks.display) hooks.display->finish();

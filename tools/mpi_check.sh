@@ -4,7 +4,8 @@
 # Needs mpirun (Debian: apt-get install libopenmpi-dev openmpi-bin) and PTB (MOSGRAD_DATA, default
 # ../shared/data/ptb). What it checks, on a small MoS model with every dropout on:
 #   1. 20 steps with --grad-groups 4: the plain build, mpirun -np 1, -np 2 and -np 4 save the same
-#      best.ckpt, byte for byte (weights, validation loss), and the same training losses;
+#      best.ckpt, byte for byte (weights, validation loss), and the same training losses; and with
+#      a validation batch the groups do not divide (validated whole), -np 2 the same as plain;
 #   2. a 3-epoch run under -np 2 with one process killed -9 in its second epoch: the job ends with
 #      an error, the last checkpoint is intact, and --resume with -np 4 finishes with the bytes of
 #      the uninterrupted run;
@@ -52,6 +53,13 @@ for np in 1 2 4; do
 done
 echo "mpi_check: 20 steps, --grad-groups 4: plain, -np 1, -np 2, -np 4 give the same best.ckpt" \
      "($(sha256sum "$WORK/plain/best.ckpt" | cut -c1-12)) and losses"
+# Validation's 10 columns are not divisible into 4 groups: it runs whole, on every process.
+"$PLAIN" train "${MODEL[@]}" "${STEPS[@]}" --eval_batch_size 10 --save "$WORK/plain10" >/dev/null
+"${MPIRUN[@]}" -np 2 "$MPI_BIN" train "${MODEL[@]}" "${STEPS[@]}" --eval_batch_size 10 \
+  --save "$WORK/np2e10" >"$WORK/np2e10.log" 2>&1 || { cat "$WORK/np2e10.log"; fail "-np 2, eval 10"; }
+cmp "$WORK/plain10/best.ckpt" "$WORK/np2e10/best.ckpt" ||
+  fail "-np 2 with validation whole (10 columns, 4 groups): best.ckpt differs from the plain build's"
+echo "mpi_check: validation whole (10 columns, 4 groups): -np 2 gives the plain build's best.ckpt"
 
 # ---- 2. a process killed mid-run, then --resume with another N ----------------------------------
 EPOCHS=(--epochs 3 --max-train-tokens 60000)

@@ -97,7 +97,8 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   const std::string& state_path = r.files.state;
   opt.swap_in_average();
   const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt,
-                                    validation_groups(r.cfg.grad_groups, r.cfg.eval_batch_size)).loss;
+                                   validation_groups(r.cfg.grad_groups, r.cfg.eval_batch_size))
+                              .loss;
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
@@ -140,7 +141,8 @@ BestModelFile best_model_file(const Run& r) {
   const LoadedModel on_disk = load_model_for_run(files.best, r);
   check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
   const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt,
-                                    validation_groups(cfg.grad_groups, cfg.eval_batch_size)).loss;
+                               validation_groups(cfg.grad_groups, cfg.eval_batch_size))
+                          .loss;
   best.loss = std::isnan(loss) ? INFINITY : loss;
   if (best.loss < st.best_val)
     r.say(files.best + " holds a better model than this run's best (valid ppl " +
@@ -195,7 +197,8 @@ void start_state(Run& r) {
           std::to_string(st.step));
   } else if (r.finetune) {
     st.best_val = evaluate(model, r.val_data, cfg.bptt,
-                                    validation_groups(cfg.grad_groups, cfg.eval_batch_size)).loss;
+                           validation_groups(cfg.grad_groups, cfg.eval_batch_size))
+                      .loss;
     r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
           ")");
   }

@@ -4,7 +4,7 @@
 // process).
 //   build/release/bench/bench_train --preset small-mos [--seconds 10] [--repeats 3] [--threads 2]
 //                                   [--mode train|eval|both] [--profile] [--device cpu|cuda]
-//                                   [--tf32] [--precision fp32|bf16]
+//                                   [--tf32] [--precision fp32|bf16] [--stream-chunk-rows R]
 // Prints one JSON line: {"preset":..., "train_tok_s":..., "eval_tok_s":..., "peak_rss_mb":...}
 // On the CPU, training also gives "fma_peak_gflops": the FP32 FMA peak (bench/fma_peak.h) with
 // the same threads, best of bursts right before and right after the timed steps. The share of the
@@ -14,6 +14,8 @@
 // With --device cuda the model runs on the GPU; each timed run ends with a device synchronisation,
 // and the line adds the peak GPU memory held by tensors ("peak_gpu_mb") and the share of the
 // timed wall time cuBLAS's GEMMs kept the GPU busy ("gemm_share", from CUDA events).
+// --stream-chunk-rows sets the fused head's rows per chunk where its logits stream (evaluation;
+// nn/heads.h FusedLossOptions), to try chunk sizes against the GPU's L2 cache.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -83,6 +85,7 @@ int run(int argc, char** argv) {
   double seconds = 10;
   int repeats = 3, threads = 0;
   bool profile = false, tf32 = false;
+  int64_t stream_chunk_rows = 0;   // 0: the head's default
   std::string precision = "fp32";  // fp32 | bf16: the operands of every CPU GEMM (tensor/gemm.h)
   Device device = Device::CPU;
   for (int i = 1; i < argc; ++i) {
@@ -106,6 +109,8 @@ int run(int argc, char** argv) {
       tf32 = true;
     else if (a == "--precision")
       precision = next();
+    else if (a == "--stream-chunk-rows")
+      stream_chunk_rows = std::stoll(next());
     else {
       std::fprintf(stderr, "unknown flag %s\n", a.c_str());
       return 2;
@@ -120,6 +125,7 @@ int run(int argc, char** argv) {
   TrainConfig cfg = preset_config(preset);
   cfg.model.ntoken = 10000;
   RNNModel model(cfg.model, 1);
+  model.head->fused_options.stream_chunk_rows = stream_chunk_rows;
   if (device == Device::CUDA) require_cuda(), cuda_set_tf32(tf32), model.to(Device::CUDA);
   auto sync = [&] {
     if (device == Device::CUDA) cuda_synchronize();

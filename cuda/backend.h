@@ -193,21 +193,23 @@ MG_CUDA_API(void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float
                                     float* dc))
 
 // ---- cuda/fused_head_loss.cu: nn/fused_head_loss.cpp ----
-// z [rows,V] += b (row broadcast).
-MG_CUDA_API(void cuda_add_row_bias(float* z, int64_t rows, int64_t V, const float* b))
 // For chunk rows i (context row r = r0 + i, target targets[r / K]): lse[r] and comp[r] = the
-// component's log-prob of the target, softmax or sigsoftmax (sig) of z's row.
-MG_CUDA_API(void cuda_head_row_stats(const float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
-                                     const int64_t* targets, bool sig, float* lse, float* comp))
+// component's log-prob of the target, softmax or sigsoftmax (sig) of the row z + b (z [rows,V]
+// holds ctx W^T alone; the kernels add b [V] as they read it).
+MG_CUDA_API(void cuda_head_row_stats(const float* z, const float* b, int64_t rows, int64_t V,
+                                     int64_t r0, int64_t K, const int64_t* targets, bool sig,
+                                     float* lse, float* comp))
 // Per target row n: a_k = comp + log π (log_pi null: 0); nll[n] = -logsumexp_k a_k; resp =
 // softmax_k a.
 MG_CUDA_API(void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K,
                                float* resp, float* nll))
-// Overwrites the chunk's logits z with d loss / d z (see logits_to_grad) for the output gradient
-// g [1] (read on the device, so the host never waits): scale = g[0] * inv_n, inv_n = 1/N.
-MG_CUDA_API(void cuda_head_logits_to_grad(float* z, int64_t rows, int64_t V, int64_t r0, int64_t K,
-                                          const int64_t* targets, const float* resp,
-                                          const float* lse, const float* g, float inv_n, bool sig))
+// Overwrites the chunk's logits z (without b, as above) with d loss / d (z + b) (see
+// logits_to_grad) for the output gradient g [1] (read on the device, so the host never waits):
+// scale = g[0] * inv_n, inv_n = 1/N.
+MG_CUDA_API(void cuda_head_logits_to_grad(float* z, const float* b, int64_t rows, int64_t V,
+                                          int64_t r0, int64_t K, const int64_t* targets,
+                                          const float* resp, const float* lse, const float* g,
+                                          float inv_n, bool sig))
 
 // ---- cuda/optim.cu: lm/optim.cpp ----
 // One update of n parameters (see Optimizer::step); a, b are the optimizer buffers (or null).

@@ -16,19 +16,19 @@ namespace {
 struct SavedCuda {
   Tensor ctx, W, b;  // [R,E], [V,E], [V] (detached), R = N*K context rows
   Tensor lse, resp;  // [R] per context row: log-normaliser, responsibility r_nk
-  Tensor logits;     // [R,V] kept from the forward, or undefined (recomputed)
+  Tensor logits;     // [R,V] ctx W^T (no bias) kept from the forward, or undefined (recomputed)
   std::shared_ptr<DeviceIndices> targets;  // [N] on the device
   int64_t chunk_rows = 0, K = 1;
   bool sig = false;
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
 };
 
-// z [rows,V] = ctx rows [r0, r0+rows) W^T + b (chunk_logits).
+// z [rows,V] = ctx rows [r0, r0+rows) W^T, chunk_logits without its bias: the row kernels add b
+// as they read z (cuda/fused_head_loss.cu), one pass over the logits fewer.
 void chunk_logits_cuda(const SavedCuda& s, int64_t r0, int64_t rows, float* z) {
   const int64_t E = s.ctx.size(1), V = s.W.size(0);
   cuda_gemm(false, true, rows, V, E, 1.0f, s.ctx.data_ptr() + r0 * E, E, s.W.data_ptr(), E, 0.0f, z,
             V);
-  cuda_add_row_bias(z, rows, V, s.b.data_ptr());
 }
 
 std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
@@ -46,8 +46,8 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
       float* z = kept ? s.logits.data_ptr() + r0 * V
                       : block.data_ptr();  // overwritten: backward runs once
       if (!kept) chunk_logits_cuda(s, r0, rows, z);
-      cuda_head_logits_to_grad(z, rows, V, r0, s.K, s.targets->get(), s.resp.data_ptr(),
-                               s.lse.data_ptr(), g_dev.data_ptr(), inv_n, s.sig);
+      cuda_head_logits_to_grad(z, s.b.data_ptr(), rows, V, r0, s.K, s.targets->get(),
+                               s.resp.data_ptr(), s.lse.data_ptr(), g_dev.data_ptr(), inv_n, s.sig);
       // d ctx = dz W;  d W += dz^T ctx;  d b += column sums of dz — chunks in a fixed order.
       if (s.need_ctx)
         cuda_gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data_ptr(), E, 0.0f,
@@ -98,7 +98,7 @@ Tensor fused_mixture_nll_cuda(const Tensor& ctx_in, const Tensor& W_in, const Te
     const int64_t rows = std::min(chunk_rows, R - r0);
     float* z = keep ? s.logits.data_ptr() + r0 * V : block.data_ptr();
     chunk_logits_cuda(s, r0, rows, z);
-    cuda_head_row_stats(z, rows, V, r0, K, s.targets->get(), sig, s.lse.data_ptr(),
+    cuda_head_row_stats(z, s.b.data_ptr(), rows, V, r0, K, s.targets->get(), sig, s.lse.data_ptr(),
                         comp.data_ptr());
   }
   // Mix in log space per target row; the loss is the mean of the rows' NLL.

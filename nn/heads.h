@@ -32,7 +32,7 @@ struct FusedLossOptions {
   // BPTT's longest segment, 110) are kept: on the CPU at 256 MB they were recomputed, and its
   // training ran at 217 instead of 296 tok/s (2 Zen 3 cores, docs/performance.md).
   int64_t keep_logits_floats = int64_t{256} << 20;
-  // Rows per chunk when the logits stream; 0: about 8M logits per chunk.
+  // Rows per chunk when the logits stream; 0: about 8M logits per chunk (128M on the GPU).
   int64_t stream_chunk_rows = 0;
 };
 

@@ -1,6 +1,7 @@
 // The whole model and the trainer on the GPU against the CPU: loss and every parameter gradient of
 // each head within 1e-4, 200 training steps of `tiny` within 1e-3 per step, exact resume on the
-// GPU, checkpoints that move between devices, and PTB-valid perplexity equal on both devices.
+// GPU, checkpoints that move between devices, and PTB-valid perplexity equal on both devices; a
+// step in column groups (--grad-groups) and its gate statistics (--log-stats) as on the CPU.
 // Skipped, visibly, without a GPU.
 #include <gtest/gtest.h>
 
@@ -9,6 +10,7 @@
 
 #include "autograd/ops.h"
 #include "lm/batching.h"
+#include "lm/column_groups.h"
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
@@ -61,6 +63,52 @@ TEST(CudaModel, LossAndEveryGradientMatchTheCpuForEveryHead) {
         EXPECT_TENSOR_NEAR(pg[i].second.grad().cpu(), pc[i].second.grad(), 1e-4, 1e-6);
       }
     }
+}
+
+// --grad-groups and --log-stats on the GPU: a step in G column groups (each group's locked-dropout
+// columns of the whole mask, the gradients added on the device in group order) gives the CPU's
+// loss, gradients, final state and gate saturation counts, for G = 1 and 2.
+TEST(CudaModel, AStepInColumnGroupsAndItsGateStatsFollowTheCpu) {
+  MG_SKIP_WITHOUT_CUDA();
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("cuda_groups"));
+  const TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("cuda_groups"));
+  ModelConfig mc = cfg.model;  // every dropout on
+  mc.ntoken = corpus.vocab.size();
+  const Batch batch = get_batch(batchify(corpus.train, cfg.batch_size), 0, cfg.bptt);
+  ASSERT_EQ(cfg.batch_size % 2, 0);
+  for (int64_t G : {1, 2}) {
+    SCOPED_TRACE("G " + std::to_string(G));
+    RNNModel cpu(mc, cfg.seed), gpu(mc, cfg.seed);
+    gpu.to(Device::CUDA);
+    cpu.train(), gpu.train();
+    const GroupedStep sc = grouped_forward_backward(cpu, batch, cpu.init_hidden(cfg.batch_size), G,
+                                                    cfg.alpha, cfg.beta, /*gate_stats=*/true);
+    const GroupedStep sg = grouped_forward_backward(gpu, batch, gpu.init_hidden(cfg.batch_size), G,
+                                                    cfg.alpha, cfg.beta, /*gate_stats=*/true);
+    EXPECT_NEAR(sg.nll, sc.nll, 1e-4 * sc.nll);
+    EXPECT_EQ(gpu.dropout_gen.offset, cpu.dropout_gen.offset);
+    const auto pc = cpu.named_parameters(), pg = gpu.named_parameters();
+    for (size_t i = 0; i < pc.size(); ++i) {
+      SCOPED_TRACE(pc[i].first);
+      ASSERT_TRUE(pg[i].second.grad().defined());
+      EXPECT_TENSOR_NEAR(pg[i].second.grad().cpu(), pc[i].second.grad(), 1e-4, 1e-6);
+    }
+    ASSERT_EQ(sg.hidden.size(), sc.hidden.size());
+    for (size_t l = 0; l < sc.hidden.size(); ++l) {
+      ASSERT_TRUE(sg.hidden[l].h.is_cuda());
+      EXPECT_TENSOR_NEAR(sg.hidden[l].h.cpu(), sc.hidden[l].h, 1e-5, 1e-6);
+      EXPECT_TENSOR_NEAR(sg.hidden[l].c.cpu(), sc.hidden[l].c, 1e-5, 1e-6);
+    }
+    ASSERT_EQ(sg.gates.size(), sc.gates.size());
+    ASSERT_FALSE(sc.gates.empty());
+    for (size_t l = 0; l < sc.gates.size(); ++l) {
+      EXPECT_EQ(sg.gates[l].values, sc.gates[l].values);
+      for (int gate = 0; gate < 4; ++gate)  // a gate right at the threshold may fall either way
+        EXPECT_NEAR(sg.gates[l].saturated[gate], sc.gates[l].saturated[gate],
+                    2 + sc.gates[l].values / 1000)
+            << "layer " << l << " gate " << gate;
+    }
+  }
 }
 
 TEST(CudaModel, OptimizerStepsAndClippingMatchTheCpu) {

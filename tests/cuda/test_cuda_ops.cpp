@@ -329,25 +329,31 @@ TEST(CudaOps, FusedLstmMatchesTheCpu) {
 
 TEST(CudaOps, FusedHeadLossMatchesTheCpuForEveryKindAndPath) {
   MG_SKIP_WITHOUT_CUDA();
-  const int64_t N = 6, E = 8, V = 300;
+  const int64_t N = 6, E = 8;
   const std::vector<int64_t> targets = {0, 299, 17, 17, 150, 3};
-  for (int64_t K : {1, 3})
-    for (bool sig : {false, true})
-      for (bool stream : {false, true}) {
-        FusedLossOptions options;
-        if (stream)
-          options.keep_logits_floats = 0, options.stream_chunk_rows = 5;  // ragged chunks of 5 rows
-        std::vector<Tensor> in = {rand({N * K, E}, 1), rand({V, E}, 2, -0.5f, 0.5f), rand({V}, 3)};
-        if (K > 1) in.push_back(log_softmax(rand({N, K}, 4), 1));
-        expect_same_on_gpu(
-            "fused_mixture_nll K=" + std::to_string(K) + (sig ? " sig" : "") +
-                (stream ? " streamed" : ""),
-            [&](auto& v) {
-              return fused_mixture_nll(v[0], v[1], v[2], K > 1 ? v[3] : Tensor(), targets, K, sig,
-                                       options);
-            },
-            in, 1e-5, 1e-6);
-      }
+  // V = 300: rows staged in shared memory with float4 loads; 301: staged element by element;
+  // 70,000: too long for a block's shared memory, read twice from global memory.
+  for (int64_t V : {300, 301, 70000})
+    for (int64_t K : {1, 3})
+      for (bool sig : {false, true})
+        for (bool stream : {false, true}) {
+          FusedLossOptions options;
+          if (stream) {  // ragged chunks of 5 rows
+            options.keep_logits_floats = 0;
+            options.stream_chunk_rows = 5;
+          }
+          std::vector<Tensor> in = {rand({N * K, E}, 1), rand({V, E}, 2, -0.5f, 0.5f),
+                                    rand({V}, 3)};
+          if (K > 1) in.push_back(log_softmax(rand({N, K}, 4), 1));
+          expect_same_on_gpu(
+              "fused_mixture_nll V=" + std::to_string(V) + " K=" + std::to_string(K) +
+                  (sig ? " sig" : "") + (stream ? " streamed" : ""),
+              [&](auto& v) {
+                return fused_mixture_nll(v[0], v[1], v[2], K > 1 ? v[3] : Tensor(), targets, K, sig,
+                                         options);
+              },
+              in, 1e-5, 1e-6);
+        }
 }
 
 // ---- determinism ----

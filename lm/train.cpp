@@ -70,13 +70,14 @@ struct Run {
   Generator bptt_gen;              // variable BPTT's segment lengths
   BestModelFile best;              // best.ckpt and the loss of the model it holds
 
-  Run(const TrainConfig& c, const Corpus& data, bool fine, const RunFiles& f, const Batched& train,
-      const Batched& val, RNNModel& m, std::function<void(const std::string&)> display)
+  Run(const TrainConfig& c, const Corpus& data, bool fine, const RunFiles& f, bool writes,
+      const Batched& train, const Batched& val, RNNModel& m,
+      std::function<void(const std::string&)> display)
       : cfg(c),
         corpus(data),
         finetune(fine),
         files(f),
-        writes_files(process_rank() == 0),
+        writes_files(writes),
         train_data(train),
         val_data(val),
         model(m),
@@ -84,6 +85,14 @@ struct Run {
         hidden(m.init_hidden(c.batch_size)),
         bptt_gen(c.seed * 2654435761u + 17) {}
 };
+
+// A model's mean loss on the run's validation data, in the groups training runs in where they
+// divide the validation batch (lm/column_groups.h): the same bits under mpirun as without.
+double validation_loss(const Run& r, RNNModel& model) {
+  return evaluate(model, r.val_data, r.cfg.bptt,
+                  validation_groups(r.cfg.grad_groups, r.cfg.eval_batch_size))
+      .loss;
+}
 
 // Validation of the weights reached (ASGD's averaged ones). st.best_val follows this run's best;
 // the weights replace best.ckpt only when they beat the file. Returns the loss and whether
@@ -96,9 +105,7 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   const Vocab& vocab = r.corpus.vocab;
   const std::string& state_path = r.files.state;
   opt.swap_in_average();
-  const double val_loss = evaluate(r.model, r.val_data, r.cfg.bptt,
-                                   validation_groups(r.cfg.grad_groups, r.cfg.eval_batch_size))
-                              .loss;
+  const double val_loss = validation_loss(r, r.model);
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
@@ -140,9 +147,7 @@ BestModelFile best_model_file(const Run& r) {
   if (!cfg.resume) return best.loss = st.best_val, best;
   const LoadedModel on_disk = load_model_for_run(files.best, r);
   check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
-  const double loss = evaluate(*on_disk.model, r.val_data, cfg.bptt,
-                               validation_groups(cfg.grad_groups, cfg.eval_batch_size))
-                          .loss;
+  const double loss = validation_loss(r, *on_disk.model);
   best.loss = std::isnan(loss) ? INFINITY : loss;
   if (best.loss < st.best_val)
     r.say(files.best + " holds a better model than this run's best (valid ppl " +
@@ -196,9 +201,7 @@ void start_state(Run& r) {
     r.say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
           std::to_string(st.step));
   } else if (r.finetune) {
-    st.best_val = evaluate(model, r.val_data, cfg.bptt,
-                           validation_groups(cfg.grad_groups, cfg.eval_batch_size))
-                      .loss;
+    st.best_val = validation_loss(r, model);
     r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
           ")");
   }
@@ -324,7 +327,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // when the run ends).
   const ComputePathsScope compute(paths, &model);
   model.to(cfg.device);
-  Run run(cfg, corpus, finetune, files, train_data, val_data, model, say);
+  Run run(cfg, corpus, finetune, files, writes_files, train_data, val_data, model, say);
   start_state(run);
   run.best = best_model_file(run);
   // The names the loop below reads and advances.
@@ -333,10 +336,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   std::unique_ptr<Optimizer>& opt = run.opt;
   Generator& bptt_gen = run.bptt_gen;
 
-  if (!writes_files) {
-  } else if (cfg.resume) {
+  if (writes_files && cfg.resume) {
     drop_records_after(files.metrics, st.step);  // records written after the checkpoint
-  } else {  // one history per file: an earlier run's records (stopped before any checkpoint) go
+  } else if (writes_files) {  // one history per file: an earlier run's records (stopped before any
+                              // checkpoint) go aside
     const std::string aside = set_aside_old_metrics(files.metrics);
     if (!aside.empty()) say(files.metrics + " held an earlier run's records: moved to " + aside);
   }

@@ -199,6 +199,9 @@ MG_CUDA_API(void cuda_lstm_backward(int64_t T, int64_t B, int64_t H, const float
 MG_CUDA_API(void cuda_head_row_stats(const float* z, const float* b, int64_t rows, int64_t V,
                                      int64_t r0, int64_t K, const int64_t* targets, bool sig,
                                      float* lse, float* comp))
+// The longest rows (V) cuda_head_row_stats keeps in a block's shared memory on this GPU, reading z
+// once; longer rows read it twice.
+MG_CUDA_API(int64_t cuda_head_row_stats_staged_max_v())
 // Per target row n: a_k = comp + log π (log_pi null: 0); nll[n] = -logsumexp_k a_k; resp =
 // softmax_k a.
 MG_CUDA_API(void cuda_head_mix(const float* comp, const float* log_pi, int64_t N, int64_t K,

@@ -5,11 +5,13 @@
 //   cuda_head_row_stats       lse[r], comp[r] = log q(t | z_r + b)   (the per-row loop)
 //   cuda_head_mix             resp = softmax_k a, nll = -lse_k a     (the mixing loop)
 //   cuda_head_logits_to_grad  z <- d loss / d (z + b)                (logits_to_grad)
-// The CPU's chunk_logits adds the bias b to every logit right after its GEMM; here the two row
-// kernels add b[j] as they read z[j] instead (the same float sum, so the same scores), which saves
-// a whole read and write of the [rows,V] logits (840 MB per mos-paper evaluation batch).
+// As on the CPU (chunk_logits), the GEMM leaves the bias b out and the pass that reads z next adds
+// it: both row kernels add b[j] as they read z[j] (the same float sum, so the same scores). The
+// GPU had a bias pass of its own before, a whole read and write of the [rows,V] logits (840 MB per
+// mos-paper evaluation batch).
 // Each logits row (V ~ 10,000 floats) is owned by one thread block, which reduces it in a fixed
 // order: deterministic, no atomics.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -21,7 +23,7 @@ namespace mg {
 
 namespace {
 
-constexpr int kThreads = 256;     // threads per block (a multiple of 32, at most 1024)
+constexpr int kThreads = 256;  // threads per block (a multiple of 32, at most 1024)
 static_assert(kThreads % 32 == 0 && kThreads <= 1024,
               "block_reduce needs whole warps, at most 32 of them");
 
@@ -71,12 +73,13 @@ __device__ T block_reduce(T v, T identity, Op op, T* scratch) {
 // Mirrors fused_mixture_nll's per-row loop: for chunk row i (context row r = r0 + i, target
 // t = targets[r / K]), over the scores s of the row's logits z + b,
 //   m = max_j s_j,  log_sum = log Σ_j exp(s_j - m) (summed in double),
-//   lse[r] = m + log_sum,  comp[r] = (s_t - m) - log_sum = log q(t | z_r).
+//   lse[r] = m + log_sum,  comp[r] = (s_t - m) - log_sum = log q(t | z_r + b).
 // One block per row: V is large, so the block's threads share the row (adjacent threads read
 // adjacent logits) and combine their partial max and sum with block_reduce. The row is read from
 // global memory once (kStaged): the max pass keeps each score in shared memory (float4 loads where
-// V, z and b allow: vec4) and the sum pass reads them there; it was half of evaluation's head
-// time at mos-paper when both passes read z (126 µs for a 32M-logit chunk on an H100, ~1 TB/s).
+// V, z and b allow: vec4, which the launcher sets only when V % 4 == 0) and the sum pass reads
+// them there. With both passes reading z, a 32M-logit chunk (128 MB) took 126 µs on an H100: ~1
+// TB/s counting the row once, a third of the memory's rate.
 // A row longer than a block's shared memory (V above ~58,000 on an H100) reads z twice instead.
 // z itself is never written here: backward reads it again, as on the CPU (which keeps
 // sigsoftmax's scores in a scratch row for the same reason).
@@ -87,7 +90,7 @@ __global__ void head_row_stats_kernel(const float* __restrict__ z, const float* 
                                       int64_t V, int64_t r0, int64_t K,
                                       const int64_t* __restrict__ targets, bool vec4,
                                       float* __restrict__ lse, float* __restrict__ comp) {
-  extern __shared__ float scores[];  // [V]: s_j of this row (kStaged)
+  extern __shared__ __align__(16) float scores[];  // [V]: s_j of this row (kStaged); float4 stores
   __shared__ float max_scratch[33];
   __shared__ double sum_scratch[33];
   const int64_t i = blockIdx.x, r = r0 + i, t = targets[r / K];
@@ -219,6 +222,11 @@ void launch_row_stats(const float* z, const float* b, int64_t rows, int64_t V, i
 }
 
 }  // namespace
+
+int64_t cuda_head_row_stats_staged_max_v() {
+  return static_cast<int64_t>(
+      std::min(row_stats_staged_limit<false>(), row_stats_staged_limit<true>()) / sizeof(float));
+}
 
 // z [rows,V] chunk logits (no bias) of context rows r0..r0+rows-1, b [V], targets [N]; writes lse,
 // comp [R] there.

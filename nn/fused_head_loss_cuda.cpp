@@ -23,8 +23,8 @@ struct SavedCuda {
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
 };
 
-// z [rows,V] = ctx rows [r0, r0+rows) W^T, chunk_logits without its bias: the row kernels add b
-// as they read z (cuda/fused_head_loss.cu), one pass over the logits fewer.
+// z [rows,V] = ctx rows [r0, r0+rows) W^T, without b, as chunk_logits: the row kernels add b as
+// they read z (cuda/fused_head_loss.cu), so no pass over the logits adds it alone.
 void chunk_logits_cuda(const SavedCuda& s, int64_t r0, int64_t rows, float* z) {
   const int64_t E = s.ctx.size(1), V = s.W.size(0);
   cuda_gemm(false, true, rows, V, E, 1.0f, s.ctx.data_ptr() + r0 * E, E, s.W.data_ptr(), E, 0.0f, z,

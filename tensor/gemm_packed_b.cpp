@@ -115,8 +115,8 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
   if (static_cast<double>(M) * N * K < kParallelMinWork) T = 1;
   T = static_cast<int>(std::min<int64_t>(T, ceil_div(M, g.mr)));
   if (T <= 1) return rows(0, M);
-  const int64_t units = ceil_div(M, g.mr);
 #ifdef _OPENMP
+  const int64_t units = ceil_div(M, g.mr);
 #pragma omp parallel num_threads(T)
   {
     const int t = omp_get_thread_num(), n = omp_get_num_threads();

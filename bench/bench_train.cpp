@@ -15,7 +15,7 @@
 // and the line adds the peak GPU memory held by tensors ("peak_gpu_mb") and the share of the
 // timed wall time cuBLAS's GEMMs kept the GPU busy ("gemm_share", from CUDA events).
 // --stream-chunk-rows sets the fused head's rows per chunk where its logits stream (evaluation;
-// nn/heads.h FusedLossOptions), to try chunk sizes against the GPU's L2 cache.
+// nn/heads.h FusedLossOptions); the GPU's default chunk (nn/fused_head_loss.cpp) came from it.
 #include <sys/resource.h>
 
 #include <algorithm>

@@ -336,12 +336,13 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   std::unique_ptr<Optimizer>& opt = run.opt;
   Generator& bptt_gen = run.bptt_gen;
 
-  if (writes_files && cfg.resume) {
-    drop_records_after(files.metrics, st.step);  // records written after the checkpoint
-  } else if (writes_files) {  // one history per file: an earlier run's records (stopped before any
-                              // checkpoint) go aside
-    const std::string aside = set_aside_old_metrics(files.metrics);
-    if (!aside.empty()) say(files.metrics + " held an earlier run's records: moved to " + aside);
+  if (writes_files) {
+    if (cfg.resume) {
+      drop_records_after(files.metrics, st.step);  // records written after the checkpoint
+    } else {  // one history per file: an earlier run's records (stopped before any checkpoint) go
+      const std::string aside = set_aside_old_metrics(files.metrics);
+      if (!aside.empty()) say(files.metrics + " held an earlier run's records: moved to " + aside);
+    }
   }
   MetricsWriter metrics(writes_files ? files.metrics : "");
   TrainResult result;

@@ -85,11 +85,13 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
   auto rows = [&](int64_t i0, int64_t i1) {  // C[i0:i1, :], as run_block does it
     const int64_t m_all = i1 - i0;
     if (m_all <= 0) return;
-    if (g.macro_a_direct && (m_all <= g.mr || N <= g.a_direct_max_n)) {
+    if (g.macro_a_direct && (m_all <= 2 * g.mr || N <= g.a_direct_max_n)) {
       // A read in place, as run_block does for narrow products: the fused head's forward asks
-      // for one micro-panel of rows by a 768-column slab (packing the same 8 x E rows again for
-      // every slab cost it 2%), the fused LSTM for 20 rows by one gate's 200 columns per thread
-      // (the same h_{t-1} packed for each of the four gates: 4% of the LSTM).
+      // for a tile of at most two micro-panels of rows (8 rows on AVX-512, 12 on AVX2) by a
+      // 768-column slab (packing the same rows again for every slab cost it 2%, and 2.5% of
+      // mos-paper's step on AVX2 while its 12-row tile was packed), the fused LSTM for 20 rows
+      // by one gate's 200 columns per thread (the same h_{t-1} packed for each of the four
+      // gates: 4% of the LSTM).
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
         g.macro_a_direct(m_all, N, kc, A + i0 * lda + pc, lda, panel(b, kc), alpha,

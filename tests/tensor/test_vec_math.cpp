@@ -6,7 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <vector>
 
+#include "tensor/row_logsumexp.h"
 #include "tensor/vec_math.h"
 
 TEST(VecMath, ExpLogLog1pLogSigmoidAreAccurate) {
@@ -147,6 +149,44 @@ TEST(VecMath, Exp16IsExpAtMost64BitForBitOverTheNormalRange) {
 }
 #endif
 
+#if defined(__AVX2__) && defined(__FMA__)
+// The AVX2 form (tensor/vec_math.h) must be the scalar form bit for bit, everywhere: the head's
+// passes take their first 16-column blocks from it and the row's tail from the scalar loop.
+TEST(VecMath, Exp8IsExpAtMost64BitForBitEverywhere) {
+  int64_t checked = 0, differ = 0;
+  float first_bad = 0;
+  float in[8], out[8];
+  int filled = 0;
+  auto run = [&](int lanes) {
+    _mm256_storeu_ps(out, mg::vexp8_at_most_64(_mm256_loadu_ps(in)));
+    for (int l = 0; l < lanes; ++l) {
+      const float want = mg::vexp_at_most_64(in[l]);
+      ++checked;
+      if (std::memcmp(&want, &out[l], 4) != 0 && differ++ == 0) first_bad = in[l];
+    }
+  };
+  auto check = [&](float x) {
+    in[filled++] = x;
+    if (filled == 8) run(8), filled = 0;
+  };
+  for (double x = -120.0; x <= 64.0; x += 1.9e-4) check(static_cast<float>(x));
+  for (uint32_t bits = 1; bits <= 0x3f800000u; bits += 61) {  // tiny magnitudes, both signs
+    float x;
+    std::memcpy(&x, &bits, 4);
+    check(x), check(-x);
+  }
+  for (float x : {-87.33654f, -87.34f, -1e30f, -INFINITY, -0.0f, 0.0f, 63.99f, 64.0f}) check(x);
+  for (int l = filled; l < 8; ++l) in[l] = 0.0f;
+  run(filled);
+  EXPECT_EQ(differ, 0) << "of " << checked << " inputs; first at x = " << first_bad;
+  EXPECT_GT(checked, 1000000);
+  float nan_in[8] = {NAN, -1.0f, NAN, 0.0f, -NAN, 1.0f, NAN, -INFINITY};
+  _mm256_storeu_ps(out, mg::vexp8_at_most_64(_mm256_loadu_ps(nan_in)));
+  for (int l = 0; l < 8; ++l)
+    EXPECT_EQ(std::isnan(out[l]), std::isnan(nan_in[l])) << "lane " << l;
+}
+#endif
+
 TEST(VecMath, TanhIsAccurateEverywhere) {
   // Relative error against double tanh, densely near 0 (where the two forms meet and where a naive
   // 1 − 2/(e^{2x}+1) loses digits) and out to where tanh is ±1 in float.
@@ -177,4 +217,54 @@ TEST(VecMath, RowMaxAndSumExpMatchScalarLoops) {
   std::vector<float> out(1003);
   EXPECT_NEAR(mg::sum_exp<true>(x.data(), 1003, m, out.data()), s, 1e-6 * s);
   EXPECT_NEAR(out[500], std::exp(double{x[500]} - m), 1e-6);
+}
+
+// The head's row passes (tensor/row_logsumexp.h) take vector paths on AVX-512 and AVX2; each must
+// give the bits of the plain 16-lane loop written here: lane l sums columns l, l+16, ...; the tail
+// goes into the double total; the max skips a NaN.
+TEST(VecMath, RowPassesGiveTheBitsOfThePlainSixteenLaneLoop) {
+  for (int64_t n : {5, 16, 37, 768, 1003, -37, -768}) {  // negative: the same n with a NaN
+    const bool with_nan = n < 0;
+    n = std::abs(n);
+    std::vector<float> z(n), b(n);
+    for (int64_t j = 0; j < n; ++j)
+      z[j] = static_cast<float>(std::sin(0.37 * j) * 30), b[j] = static_cast<float>(0.01 * (j % 7));
+    if (with_nan) z[3] = 60.0f, z[19] = NAN;  // the row's max, then a NaN in the same lane
+    const float shift = 25.0f;
+    float m[16], acc[16];
+    for (int l = 0; l < 16; ++l) m[l] = -INFINITY, acc[l] = 0.0f;
+    std::vector<float> want_e(n);
+    double want_sum = 0;
+    float want_max = -INFINITY;
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16)
+      for (int l = 0; l < 16; ++l) {
+        const float x = z[j + l] + b[j + l];
+        m[l] = std::max(m[l], x);
+        want_e[j + l] = mg::vexp_at_most_64(x - shift);
+        acc[l] += want_e[j + l];
+      }
+    for (; j < n; ++j) {
+      const float x = z[j] + b[j];
+      want_max = x > want_max ? x : want_max;
+      want_e[j] = mg::vexp_at_most_64(x - shift);
+      want_sum += want_e[j];
+    }
+    for (int l = 0; l < 16; ++l) want_max = m[l] > want_max ? m[l] : want_max, want_sum += acc[l];
+
+    std::vector<float> got = z;
+    float got_max = 0;
+    const double got_sum = mg::add_bias_exp_sum(got.data(), b.data(), n, shift, &got_max);
+    auto same = [](double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); };
+    EXPECT_TRUE(same(got_sum, want_sum)) << "n = " << n << ": " << got_sum << " vs " << want_sum;
+    EXPECT_EQ(got_max, want_max) << "n = " << n;
+    EXPECT_EQ(std::memcmp(got.data(), want_e.data(), 4 * n), 0) << "n = " << n;
+
+    // sum_exp over z + b (the first slab's pass) gives the same exponentials and sum.
+    std::vector<float> x(n), out(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = z[i] + b[i];
+    const double sum = mg::sum_exp<true>(x.data(), n, shift, out.data());
+    EXPECT_TRUE(same(sum, want_sum)) << "n = " << n << ": " << sum << " vs " << want_sum;
+    EXPECT_EQ(std::memcmp(out.data(), want_e.data(), 4 * n), 0) << "n = " << n;
+  }
 }

@@ -17,6 +17,16 @@
 
 namespace mg {
 
+// `c ? if_true : if_false`, written as a select of bits. The plain conditional gives the same
+// value, but GCC 12's partial redundancy elimination turned several of them below into branches
+// (e.g. vexp's clamp: the formula folds to a constant on the bound's side), and a branch in a loop
+// stops its vectorization: every loop calling vexp, vsigmoid, vtanh or vlog ran one float at a
+// time on AVX2 CPUs (`-fopt-info-vec-missed`: "control flow in loop"). A NaN compares false.
+MG_HOST_DEVICE inline float select_float(bool c, float if_true, float if_false) {
+  const uint32_t take = 0u - static_cast<uint32_t>(c);  // all ones or all zeros
+  return float_from_bits((bits_of_float(if_true) & take) | (bits_of_float(if_false) & ~take));
+}
+
 // kNonPositive: the caller guarantees x <= 0 (or NaN), as for the shifted logits x - max of a
 // softmax; see vexp_nonpositive below.
 template <bool kNonPositive>
@@ -25,7 +35,8 @@ MG_HOST_DEVICE inline float vexp_impl(float x) {
   // reaching 0 — harmless in sums and logs, and without a final select, so that vexp composes with
   // vlog inside one vectorized loop (the select stopped GCC's if-conversion).
   const float lo = -87.33654f, hi = 88.72283f;
-  x = kNonPositive ? (x < lo ? lo : x) : (x < lo ? lo : (x > hi ? hi : x));
+  x = select_float(x < lo, lo, x);
+  if (!kNonPositive) x = select_float(x > hi, hi, x);
   const float n = std::nearbyint(x * 1.44269504088896341f);
   float r = x - n * 0.693359375f;  // ln 2, high part (exact in float)
   r = r - n * -2.12194440e-4f;     // ln 2, low part
@@ -78,8 +89,8 @@ MG_HOST_DEVICE inline float vlog(float x) {
   int32_t e = static_cast<int32_t>((bits >> 23) & 0xff) - 126;  // x = m·2^e with m in [0.5, 1)
   const float m = float_from_bits((bits & 0x007fffffu) | 0x3f000000u);
   const bool small = m < 0.707106781186547524f;  // move m into [√½, √2)
-  e = small ? e - 1 : e;
-  const float f = small ? m + m - 1.0f : m - 1.0f;
+  e -= static_cast<int32_t>(small);
+  const float f = select_float(small, m + m - 1.0f, m - 1.0f);
   const float z = f * f;
   float p = 7.0376836292e-2f;
   p = p * f - 1.1514610310e-1f;
@@ -121,13 +132,13 @@ MG_HOST_DEVICE inline float vtanh(float x) {
   const float near_zero = x + x * z * p;
   const float ax = std::fabs(x);
   const float far = std::copysign(1.0f - 2.0f / (vexp(ax + ax) + 1.0f), x);
-  return ax < 0.625f ? near_zero : far;
+  return select_float(ax < 0.625f, near_zero, far);
 }
 
 // log σ(x) = min(x, 0) − log(1 + e^−|x|): no overflow, no log(0), vectorizable.
 MG_HOST_DEVICE inline float vlog_sigmoid(float x) {
-  const float neg_abs = x < 0.0f ? x : -x;  // −|x| (std::fmin/fabs forms became library calls)
-  return (x < 0.0f ? x : 0.0f) - vlog1p(vexp_nonpositive(neg_abs));
+  const float neg_abs = select_float(x < 0.0f, x, -x);  // −|x| (std::fmin/fabs: library calls)
+  return select_float(x < 0.0f, x, 0.0f) - vlog1p(vexp_nonpositive(neg_abs));
 }
 
 }  // namespace mg

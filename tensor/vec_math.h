@@ -45,13 +45,13 @@ inline __m512 vexp16_at_most_64(__m512 x) {
 #endif
 
 #if defined(__AVX2__) && defined(__FMA__)
-// vexp_at_most_64 on 8 floats, written out for AVX2: GCC 12 does not vectorize the scalar form
-// (its partial redundancy elimination turns the clamp into a branch: "control flow in loop"), so
-// without this every exponential of the head's passes ran one float at a time on AVX2 CPUs:
-// 9% of a mos-paper training step. The same operations in the same order as the scalar form
-// compiled with FMA contraction: bit for bit vexp_at_most_64 for every input, NaN and -inf
-// included (tests/tensor/test_vec_math.cpp). max(lo, x) returns x when x is NaN, as the scalar
-// clamp (x < lo ? lo : x) does.
+// vexp_at_most_64 on 8 floats, written out for AVX2 as vexp16_at_most_64 is for AVX-512, for the
+// head's passes over every logit: 0.51 ns per logit in add_bias_exp_sum against 0.59 for GCC 12's
+// vectorization of the plain 16-lane loop, and fast whether or not a compiler vectorizes that loop
+// (GCC 12 did not, until vexp's clamp became a select of bits, cuda/scalar_math.h: the pass was 9%
+// of a mos-paper step). The same operations in the same order as the scalar form compiled with FMA
+// contraction: bit for bit vexp_at_most_64 for every input, NaN and -inf included
+// (tests/tensor/test_vec_math.cpp). max(lo, x) returns x when x is NaN, as the scalar clamp does.
 inline __m256 vexp8_at_most_64(__m256 x) {
   x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),

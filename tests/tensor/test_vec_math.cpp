@@ -187,6 +187,25 @@ TEST(VecMath, Exp8IsExpAtMost64BitForBitEverywhere) {
 }
 #endif
 
+// select_float (cuda/scalar_math.h) is `c ? a : b` bit for bit, signed zeros and NaNs included;
+// and the functions built on it keep a NaN a NaN (anomaly mode looks for them).
+TEST(VecMath, SelectFloatIsTheConditionalAndNaNsPassThrough) {
+  const float values[] = {0.0f, -0.0f, 1.5f, -87.5f, INFINITY, -INFINITY, NAN, -NAN, 1e-40f};
+  for (float a : values)
+    for (float b : values)
+      for (bool c : {false, true}) {
+        const float want = c ? a : b, got = mg::select_float(c, a, b);
+        EXPECT_EQ(std::memcmp(&want, &got, 4), 0) << c << " " << a << " " << b;
+      }
+  EXPECT_TRUE(std::isnan(mg::vexp(NAN)));
+  EXPECT_TRUE(std::isnan(mg::vexp_nonpositive(NAN)));
+  EXPECT_TRUE(std::isnan(mg::vtanh(NAN)));
+  EXPECT_TRUE(std::isnan(mg::vsigmoid(NAN)));
+  EXPECT_TRUE(std::isnan(mg::vlog_sigmoid(NAN)));
+  EXPECT_EQ(mg::vexp(-1000.0f), mg::vexp(-87.33654f));  // the clamp below
+  EXPECT_EQ(mg::vexp(1000.0f), mg::vexp(88.72283f));    // and above
+}
+
 TEST(VecMath, TanhIsAccurateEverywhere) {
   // Relative error against double tanh, densely near 0 (where the two forms meet and where a naive
   // 1 − 2/(e^{2x}+1) loses digits) and out to where tanh is ±1 in float.

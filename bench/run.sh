@@ -21,7 +21,10 @@ if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then have_torch=1; fi
 
 echo "bench: presets $PRESETS, ${REPS} x ${SECS}s per figure, $THREADS threads, torch: $([ $have_torch = 1 ] && echo yes || echo 'not installed (apt-get install python3-torch libopenblas0-openmp)')" >&2
 BF16="${BENCH_BF16:-$(grep -q avx512_bf16 /proc/cpuinfo && echo 1 || echo 0)}"
-PRECISIONS="fp32$([ "$BF16" = 1 ] && echo ' bf16')"
+# (An if, not "$([ ... ] && echo ...)": under set -e that substitution's failing status ended the
+# script on every CPU without AVX512_BF16, before the first preset.)
+PRECISIONS="fp32"
+if [ "$BF16" = 1 ]; then PRECISIONS="fp32 bf16"; fi
 for p in ${PRESETS//,/ }; do
   for precision in $PRECISIONS; do
     echo "bench: $p (mosgrad, $precision)" >&2

@@ -22,9 +22,14 @@ namespace mg {
 // (e.g. vexp's clamp: the formula folds to a constant on the bound's side), and a branch in a loop
 // stops its vectorization: every loop calling vexp, vsigmoid, vtanh or vlog ran one float at a
 // time on AVX2 CPUs (`-fopt-info-vec-missed`: "control flow in loop"). A NaN compares false.
+// On the GPU the conditional stays (one select instruction; GPU kernels are not vectorized loops).
 MG_HOST_DEVICE inline float select_float(bool c, float if_true, float if_false) {
+#ifdef __CUDA_ARCH__
+  return c ? if_true : if_false;
+#else
   const uint32_t take = 0u - static_cast<uint32_t>(c);  // all ones or all zeros
   return float_from_bits((bits_of_float(if_true) & take) | (bits_of_float(if_false) & ~take));
+#endif
 }
 
 // kNonPositive: the caller guarantees x <= 0 (or NaN), as for the shifted logits x - max of a

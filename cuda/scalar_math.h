@@ -52,9 +52,10 @@ MG_HOST_DEVICE inline float vexp_impl(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = 1.0f + r + r * r * p;
-  const int32_t ni = static_cast<int32_t>(n);
-  // Shifted as unsigned: for a NaN input n is NaN, the conversion gives INT_MIN on x86 and the
-  // result is NaN anyway (e is NaN), but a left shift of that negative int would be undefined.
+  // A NaN n (from a NaN x) is converted as 0: converting NaN to an integer is undefined behaviour
+  // (x86 gives INT_MIN). The result is NaN anyway, since e is NaN.
+  const int32_t ni = static_cast<int32_t>(select_float(n == n, n, 0.0f));
+  // Shifted as unsigned: a left shift of a negative int would be undefined.
   if (kNonPositive) {
     // n in [-126, 0]: 2^n is one normal float. e * 2^n rounds once, as e * 2^half * 2^(n-half)
     // does below (its first product is exact): the same bits, a third fewer instructions.

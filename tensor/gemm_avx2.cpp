@@ -34,10 +34,12 @@ MG_AVX2 void micro(int64_t kc, const float* __restrict a, int64_t lda, const flo
   // were last touched a whole B panel ago, so they come from L3 or DRAM, and loading them only
   // after the loop left each call waiting for them (the kernel ran at 68-75% of peak over a
   // 168 x 4080 block of C, at 86-93% with this; as the AVX-512 kernel does, prefetch_c_tile).
+  // The first and the last column of each row inside C (n_last: the edge tile's last vector).
 #pragma GCC unroll 6
   for (int i = 0; i < M; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 8 * NV - 1), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + 8 * (NV - 1) + n_last - 1),
+                 _MM_HINT_T0);
   }
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {

@@ -91,7 +91,8 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
       // 768-column slab (packing the same rows again for every slab cost it 2%, and 2.5% of
       // mos-paper's step on AVX2 while its 12-row tile was packed), the fused LSTM for 20 rows
       // by one gate's 200 columns per thread (the same h_{t-1} packed for each of the four
-      // gates: 4% of the LSTM).
+      // gates: 4% of the LSTM). (On AVX-512 the head's tile is 8 rows and the LSTM's columns
+      // per thread are at most 512, so no caller there changed path when 2 mr replaced mr.)
       for (int64_t b = 0; b < blocks; ++b) {
         const int64_t pc = b * B.kc_blk_, kc = std::min(B.kc_blk_, K - pc);
         g.macro_a_direct(m_all, N, kc, A + i0 * lda + pc, lda, panel(b, kc), alpha,

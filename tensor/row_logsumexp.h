@@ -67,9 +67,9 @@ inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict 
   _mm512_storeu_ps(m, m16);
   _mm512_storeu_ps(acc, acc16);
 #elif defined(__AVX2__) && defined(__FMA__)
-  // The same on two vectors of 8 with vexp8_at_most_64 (bit for bit the scalar form, and faster than
-  // the compiler's vectorization of the loop below). vmaxps(z, m) returns m when either is NaN, as
-  // std::max(m, z) does.
+  // The same on two vectors of 8 with vexp8_at_most_64 (bit for bit the scalar form, and faster
+  // than the compiler's vectorization of the loop below). vmaxps(z, m) returns m when either is
+  // NaN, as std::max(m, z) does.
   __m256 m_lo = _mm256_set1_ps(-INFINITY), m_hi = m_lo;
   __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
   const __m256 shift8 = _mm256_set1_ps(shift);

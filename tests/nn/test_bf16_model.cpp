@@ -191,9 +191,11 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
           // Wide enough that the packing itself is split between threads (slabs of 16 panels),
           // with an odd kc (bf16 pads a zero k) and two k blocks.
           S{true, 9, 1700, 71}, S{false, 9, 1601, 513},
-          // At most one micro-panel of rows (mr = 8): A is read in place (the head's forward
-          // tiles), here over two k blocks, with a ragged last slab.
-          S{true, 8, 1700, 600}, S{false, 3, 500, 520}}) {
+          // At most two micro-panels of rows (2 mr: 16 on AVX-512, 12 on AVX2): A is read in
+          // place (the head's forward tiles), here over two k blocks, with a ragged last slab.
+          S{true, 8, 1700, 600}, S{false, 3, 500, 520},
+          // More rows than that and more than 512 columns: A packed per block (pack_a + macro).
+          S{false, 40, 1700, 300}}) {
       const GemmPrecisionScope scope(p);
       const Tensor A = random_tensor({s.M, s.K}, 21),
                    B = random_tensor({s.tb ? s.N : s.K, s.tb ? s.K : s.N}, 22);

@@ -66,24 +66,6 @@ inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict 
   }
   _mm512_storeu_ps(m, m16);
   _mm512_storeu_ps(acc, acc16);
-#elif defined(__AVX2__) && defined(__FMA__)
-  // The same on two vectors of 8 with vexp8_at_most_64 (bit for bit the scalar form, and faster
-  // than the compiler's vectorization of the loop below). vmaxps(z, m) returns m when either is
-  // NaN, as std::max(m, z) does.
-  __m256 m_lo = _mm256_set1_ps(-INFINITY), m_hi = m_lo;
-  __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
-  const __m256 shift8 = _mm256_set1_ps(shift);
-  for (; j + 16 <= n; j += 16) {
-    const __m256 z_lo = _mm256_add_ps(_mm256_loadu_ps(z_row + j), _mm256_loadu_ps(b + j));
-    const __m256 z_hi = _mm256_add_ps(_mm256_loadu_ps(z_row + j + 8), _mm256_loadu_ps(b + j + 8));
-    m_lo = _mm256_max_ps(z_lo, m_lo), m_hi = _mm256_max_ps(z_hi, m_hi);
-    const __m256 e_lo = vexp8_at_most_64(_mm256_sub_ps(z_lo, shift8));
-    const __m256 e_hi = vexp8_at_most_64(_mm256_sub_ps(z_hi, shift8));
-    _mm256_storeu_ps(z_row + j, e_lo), _mm256_storeu_ps(z_row + j + 8, e_hi);
-    acc_lo = _mm256_add_ps(acc_lo, e_lo), acc_hi = _mm256_add_ps(acc_hi, e_hi);
-  }
-  _mm256_storeu_ps(m, m_lo), _mm256_storeu_ps(m + 8, m_hi);
-  _mm256_storeu_ps(acc, acc_lo), _mm256_storeu_ps(acc + 8, acc_hi);
 #endif
   for (; j + 16 <= n; j += 16) {
 #pragma omp simd

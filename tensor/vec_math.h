@@ -1,12 +1,12 @@
-// The CPU-only parts of the vectorizable math: vexp on 16 floats with AVX-512 and on 8 with AVX2,
-// and the row helpers of softmax (row_max, sum_exp). The scalar formulas (vexp, vlog, vlog1p,
+// The CPU-only parts of the vectorizable math: vexp on 16 floats with AVX-512 and the row helpers
+// of softmax (row_max, sum_exp). The scalar formulas (vexp, vlog, vlog1p,
 // vsigmoid, vtanh, vlog_sigmoid) are in cuda/scalar_math.h, written once for the CPU and the GPU.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
 
@@ -44,34 +44,6 @@ inline __m512 vexp16_at_most_64(__m512 x) {
 }
 #endif
 
-#if defined(__AVX2__) && defined(__FMA__)
-// vexp_at_most_64 on 8 floats, written out for AVX2 as vexp16_at_most_64 is for AVX-512, for the
-// head's passes over every logit: 0.51 ns per logit in add_bias_exp_sum against 0.59 for GCC 12's
-// vectorization of the plain 16-lane loop, and fast whether or not a compiler vectorizes that loop
-// (GCC 12 did not, until vexp's clamp became a select of bits, cuda/scalar_math.h: the pass was 9%
-// of a mos-paper step). The same operations in the same order as the scalar form compiled with FMA
-// contraction: bit for bit vexp_at_most_64 for every input, NaN and -inf included
-// (tests/tensor/test_vec_math.cpp). max(lo, x) returns x when x is NaN, as the scalar clamp does.
-inline __m256 vexp8_at_most_64(__m256 x) {
-  x = _mm256_max_ps(_mm256_set1_ps(-87.33654f), x);
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_CUR_DIRECTION | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 e = _mm256_fmadd_ps(_mm256_mul_ps(r, r), p, _mm256_add_ps(_mm256_set1_ps(1.0f), r));
-  // 2^n from the exponent bits (n in [-126, 93] after the clamp and x <= 64).
-  const __m256i bits =
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_mul_ps(e, _mm256_castsi256_ps(bits));
-}
-#endif
-
 // Σ_j exp(x[j] - shift) over one row, optionally storing each exp(x[j] - shift) in out (which may
 // be x itself). x[j] - shift must be <= 64: softmax passes the row's max, the fused head a shift
 // at most 64 below it (vexp_at_most_64; vexp16_at_most_64 with AVX-512, which differs only where
@@ -91,17 +63,6 @@ inline double sum_exp(const float* x, int64_t n, float shift, float* out) {
     acc16 = _mm512_add_ps(acc16, e);
   }
   _mm512_storeu_ps(acc, acc16);
-#elif defined(__AVX2__) && defined(__FMA__)
-  // The loop below on two vectors of 8 (lanes 0-7 and 8-15: the same partial sums).
-  __m256 acc_lo = _mm256_setzero_ps(), acc_hi = _mm256_setzero_ps();
-  const __m256 shift8 = _mm256_set1_ps(shift);
-  for (; j + 16 <= n; j += 16) {
-    const __m256 e_lo = vexp8_at_most_64(_mm256_sub_ps(_mm256_loadu_ps(x + j), shift8));
-    const __m256 e_hi = vexp8_at_most_64(_mm256_sub_ps(_mm256_loadu_ps(x + j + 8), shift8));
-    if (kStore) _mm256_storeu_ps(out + j, e_lo), _mm256_storeu_ps(out + j + 8, e_hi);
-    acc_lo = _mm256_add_ps(acc_lo, e_lo), acc_hi = _mm256_add_ps(acc_hi, e_hi);
-  }
-  _mm256_storeu_ps(acc, acc_lo), _mm256_storeu_ps(acc + 8, acc_hi);
 #endif
   for (; j + 16 <= n; j += 16)
     for (int l = 0; l < 16; ++l) {

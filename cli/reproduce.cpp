@@ -242,6 +242,29 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
 
 }  // namespace
 
+std::string results_precision(const std::vector<StageRecord>& records, const ReproducePlan& plan,
+                              const std::string& out) {
+  std::string used;
+  for (const StageRecord& r : records) {
+    const std::string p = r.text("precision");
+    if (used.empty()) used = p;
+    if (p != used)
+      throw std::runtime_error(results_path(out) + " mixes precisions (" + used + " and " + p +
+                               "); a table compares heads at one precision: split the file");
+  }
+  const std::string wanted = plan.precision == "auto" && !used.empty() ? used : plan.precision;
+  const std::string precision = resolve_precision(wanted);
+  if (!used.empty() && precision != used)
+    throw std::runtime_error("--out " + out + " holds results measured in " + used + ", plan '" +
+                             plan.name + "' runs in " + precision +
+                             ": choose another --out (a table compares heads at one precision)");
+  if (precision == "bf16" && !gemm_bf16_kernel_name())
+    throw std::runtime_error("--out " + out +
+                             " holds results measured in bf16, which needs a CPU with "
+                             "AVX512_BF16; this one has none: continue it on such a CPU");
+  return precision;
+}
+
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
                                const std::function<void(const std::string&)>& say) {
   Context c;
@@ -271,7 +294,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
     return summary;
   }
   c.data_dir = resolve_data_dir(options.data);
-  c.precision = resolve_precision(c.plan.precision);
+  c.precision = results_precision(records, c.plan, c.out);
   PathFlags path_flags;  // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/reproduce_plan.h"
+#include "cli/reproduce_results.h"
 #include "lm/progress.h"
 
 namespace mg {
@@ -38,9 +39,17 @@ struct ReproduceSummary {
 };
 
 // Throws std::invalid_argument for an unknown plan or an unusable --out, before any work; and
-// std::runtime_error when DIR holds another plan's results or a process is already running there.
+// std::runtime_error when DIR holds another plan's results, results of another precision
+// (results_precision), or a process is already running there.
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
                                const std::function<void(const std::string&)>& say);
+
+// The precision a plan runs in on this CPU, given DIR's finished stages (`records`): one per
+// directory, so that a table compares heads and not precisions. The plan's own where it names one,
+// else the one the records used, else this CPU's ("auto"). Throws std::runtime_error naming DIR
+// when the records mix precisions, differ from the plan's, or need bf16 on a CPU without it.
+std::string results_precision(const std::vector<StageRecord>& records, const ReproducePlan& plan,
+                              const std::string& out);
 
 // The files of DIR.
 std::string results_path(const std::string& out);                      // DIR/results.jsonl

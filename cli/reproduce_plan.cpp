@@ -64,6 +64,10 @@ ReproducePlan afternoon_plan() {
   p.finetune_epochs = 8;
   p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
   p.rank_contexts = 5000;
+  // Pinned: its first runs (softmax-s1, mos-s1, moc-s1) trained in fp32 on an AVX2 CPU, and heads
+  // differ by ~2 perplexity (MoS - MoC), so bf16 on an AVX512_BF16 CPU would mix a precision
+  // change into the comparison.
+  p.precision = "fp32";
   return p;
 }
 

@@ -18,6 +18,7 @@
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
+#include "tensor/gemm.h"
 #include "tensor/parallel.h"
 #include "tests/test_trainer_util.h"
 
@@ -174,6 +175,44 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
     } catch (const std::runtime_error& e) {
       EXPECT_NE(std::string(e.what()).find("another process"), std::string::npos) << e.what();
     }
+  }
+}
+
+// One precision per results directory: the afternoon plan's first runs are fp32 (AVX2), and a
+// bf16 run on an AVX512_BF16 CPU would put a precision change into a 2-perplexity comparison.
+TEST(Reproduce, AResultsDirectoryKeepsOnePrecision) {
+  const auto record = [](const std::string& precision) {
+    return StageRecord{
+        parse_json("{\"plan\":\"paper\",\"run\":\"mos-s1\",\"head\":\"mos\","
+                   "\"stage\":\"train\",\"precision\":\"" +
+                   precision + "\"}")};
+  };
+  const auto message = [](const std::vector<StageRecord>& records, const ReproducePlan& plan) {
+    try {
+      results_precision(records, plan, "DIR");
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(reproduce_plan("afternoon").precision, "fp32");
+  const ReproducePlan afternoon = reproduce_plan("afternoon"), paper = reproduce_plan("paper");
+  ASSERT_EQ(paper.precision, "auto");
+  EXPECT_EQ(results_precision({}, afternoon, "DIR"), "fp32");
+  EXPECT_EQ(results_precision({record("fp32")}, afternoon, "DIR"), "fp32");
+  const std::string refused = message({record("bf16")}, afternoon);
+  EXPECT_NE(refused.find("DIR holds results measured in bf16"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("runs in fp32"), std::string::npos) << refused;
+  const std::string mixed = message({record("fp32"), record("bf16")}, paper);
+  EXPECT_NE(mixed.find("mixes precisions (fp32 and bf16)"), std::string::npos) << mixed;
+  // auto: this CPU's precision for a new directory, the directory's own after that.
+  EXPECT_EQ(results_precision({}, paper, "DIR"), resolve_precision("auto"));
+  EXPECT_EQ(results_precision({record("fp32"), record("fp32")}, paper, "DIR"), "fp32");
+  if (gemm_bf16_kernel_name()) {
+    EXPECT_EQ(results_precision({record("bf16")}, paper, "DIR"), "bf16");
+  } else {
+    const std::string no_bf16 = message({record("bf16")}, paper);
+    EXPECT_NE(no_bf16.find("needs a CPU with AVX512_BF16"), std::string::npos) << no_bf16;
   }
 }
 

@@ -112,12 +112,12 @@ void run_block(const Arch& g, const Problem& p, int64_t kc_blk, int64_t i0, int6
   const bool direct_a = g.macro_a_direct && !p.ta && p.N <= g.a_direct_max_n;
   if (m_all <= mc) {
     // A single A block (at most mc rows): each B micro-panel is used by this block only, at most
-    // mc/mr times. A row-major B is then read in place, rows ldb apart, rather than copied: the
-    // copy does not pay for itself (20 x 400 x 1600, the LSTM step, ran at 65-70% of peak with
-    // packing and 85-90% without; 128 x 200 x 10000 gained 5%). A transposed B is packed one
-    // micro-panel at a time, right before its use, so it goes from packing to the kernel
-    // through L1/L2 and there is no nc panel at all.
-    const bool direct = !p.tb && g.b_in_place;
+    // mc/mr times. On AMD CPUs a row-major B is then read in place, rows ldb apart, rather than
+    // copied: there the copy did not pay for itself (20 x 400 x 1600, the LSTM step, ran at
+    // 65-70% of peak with packing and 85-90% without); on Intel it does (b_read_in_place,
+    // gemm_kernels.h). Otherwise B is packed one micro-panel at a time, right before its use, so
+    // it goes from packing to the kernel through L1/L2 and there is no nc panel at all.
+    const bool direct = !p.tb && g.b_in_place && b_read_in_place();
     // With B read in place, A is packed as a block (the kernel reads one of the two packed). With
     // A not, B is packed whole (n_all <= a_direct_max_n columns) for each A micro-panel to run
     // against, and the kernel is told which rows of B the next kc block packs, to prefetch them
@@ -315,7 +315,26 @@ bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, in
 namespace {
 std::atomic<GemmPath> g_gemm_path{GemmPath::kFast};  // atomic: GEMMs read it from every thread
 std::atomic<GemmPrecision> g_gemm_precision{GemmPrecision::kFp32};
+std::atomic<BInPlace> g_b_in_place{BInPlace::kAuto};
+
+bool cpu_is_amd() {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __builtin_cpu_init();
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
 }  // namespace
+
+BInPlace set_b_in_place(BInPlace mode) {
+  return g_b_in_place.exchange(mode);
+}
+bool b_read_in_place() {
+  static const bool amd = cpu_is_amd();
+  const BInPlace mode = g_b_in_place.load(std::memory_order_relaxed);
+  return mode == BInPlace::kAlways || (mode == BInPlace::kAuto && amd);
+}
 
 const char* gemm_bf16_kernel_name() {
   return gemm_kernel_supported(GemmKernel::kAvx512Bf16) ? "avx512_bf16" : nullptr;

@@ -31,6 +31,18 @@ const char* gemm_kernel_name(GemmKernel kind);
 bool gemm_kernel_supported(GemmKernel kind);  // kAuto and kScalar always are
 GemmKernel gemm_default_kernel();             // what kAuto resolves to on this CPU
 
+// Whether a single A block (at most mc rows per thread) reads a row-major B in place, rows ldb
+// apart, instead of packing it (gemm.cpp's run_block). The products and their order are the same
+// either way, so are the bits; only the speed differs, and by CPU maker. kAuto reads in place on
+// AMD CPUs only: on Zen (4, 5) it paid (the LSTM step 20 x 400 x 1600 ran at 65-70% of peak
+// packed, 85-90% in place); on an Intel Xeon (Emerald Rapids, 2026-11-26, bench notes in
+// docs/performance.md) packing was faster on every shape tried, 1.2-2.7x (256 x 3072 x 512 one
+// thread: 46 in place, 141 GFLOP/s packed; the head's d W, 201 x 10000 x 3500 on two threads: 76-152
+// against 250-270). Tests force each mode to compare them. Set it before GEMMs run, not during.
+enum class BInPlace { kAuto, kAlways, kNever };
+BInPlace set_b_in_place(BInPlace mode);  // returns the previous one
+bool b_read_in_place();                  // what the current mode means on this CPU
+
 // mg::gemm with a forced kernel family (tests and benchmarks compare them). Returns false, and
 // leaves C alone, when the CPU cannot run that family.
 bool gemm_with_kernel(GemmKernel kind, bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K,

@@ -416,6 +416,50 @@ TEST(Gemm, AReadInPlaceGivesThePackedBits) {
   mg::set_num_threads(saved);
 }
 
+// A single A block (at most mc rows per thread) with B row-major reads B in place on AMD CPUs and
+// packs it elsewhere (mg::b_read_in_place): the same products in the same order, so the two must
+// give the same bits, whichever CPU runs the test. Shapes cross the register tiles (whole 48-column
+// panels, a ragged last one, one of at most 8 columns: micro_pair), a 9-row last tile, the kc
+// blocks, narrow products (N <= 512, where packing B means reading A in place) and B with NaN
+// padding columns; beta 0 and 0.5; 1 and 2 threads.
+TEST(Gemm, BReadInPlaceGivesThePackedBits) {
+  const int saved = mg::num_threads();
+  const mg::BInPlace saved_mode = mg::set_b_in_place(mg::BInPlace::kAuto);
+  struct S {
+    int64_t M, N, K, pad_b;
+    bool ta;
+    float beta;
+  };
+  const S shapes[] = {{20, 1600, 400, 3, false, 0.0f},  {201, 1000, 600, 0, true, 0.5f},
+                      {9, 300, 37, 1, false, 0.5f},     {256, 1000, 530, 0, false, 0.0f},
+                      {130, 200, 1030, 2, false, 0.0f}, {65, 1000, 70, 0, true, 0.0f},
+                      {12, 3848, 96, 5, false, 0.5f},   {1, 500, 1030, 0, false, 0.0f}};
+  uint32_t seed = 2100;
+  for (GemmKernel k : kernels())
+    for (const S& s : shapes)
+      for (int threads : {1, 2}) {
+        mg::set_num_threads(threads);
+        Case c;
+        c.M = s.M, c.N = s.N, c.K = s.K, c.pad_b = s.pad_b, c.ta = s.ta, c.beta = s.beta;
+        c.alpha = 0.75f;
+        const Problem r(c, seed++);
+        mg::set_b_in_place(mg::BInPlace::kAlways);
+        ASSERT_TRUE(mg::b_read_in_place());
+        const std::vector<float> in_place = r.compute(k, c);
+        mg::set_b_in_place(mg::BInPlace::kNever);
+        ASSERT_FALSE(mg::b_read_in_place());
+        const std::vector<float> packed = r.compute(k, c);
+        if (threads == 1) expect_matches_reference(r, c, packed, mg::gemm_kernel_name(k));
+        for (size_t i = 0; i < in_place.size(); ++i)
+          ASSERT_EQ(std::memcmp(&in_place[i], &packed[i], sizeof(float)), 0)
+              << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads
+              << " threads: element " << i << " is " << in_place[i] << " read in place, "
+              << packed[i] << " packed";
+      }
+  mg::set_b_in_place(saved_mode);
+  mg::set_num_threads(saved);
+}
+
 // Callers may run products from their own parallel loops (one per sequence, say): gemm then runs
 // single-threaded in each, with per-thread scratch buffers, and gives the same bits as alone.
 TEST(Gemm, ConcurrentCallsFromAParallelRegion) {

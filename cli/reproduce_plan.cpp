@@ -99,7 +99,7 @@ ReproducePlan reproduce_plan(const std::string& name) {
 
 std::string resolve_precision(const std::string& precision) {
   if (precision != "auto") return precision;
-  return gemm_bf16_kernel_name() ? "bf16" : "fp32";
+  return gemm_bf16_faster_than_fp32() ? "bf16" : "fp32";
 }
 
 }  // namespace mg

@@ -30,6 +30,7 @@
 #include "lm/run_checks.h"
 #include "lm/run_record.h"
 #include "lm/train_state.h"
+#include "tensor/gemm.h"
 #include "tensor/not_implemented.h"
 #include "tensor/parallel.h"
 
@@ -208,7 +209,12 @@ void start_state(Run& r) {
   r.say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
         (cfg.device == Device::CUDA
              ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
-             : std::to_string(num_threads()) + " threads"));
+             : std::to_string(num_threads()) + " threads" +
+                   (cfg.paths.precision != "bf16" ? ""
+                    : gemm_bf16_faster_than_fp32()
+                        ? ", bf16"
+                        : ", bf16 (slower than fp32 on this CPU: its AVX512_BF16 multiplies at "
+                          "about half the FP32 rate; see docs/performance.md)")));
 }
 
 // NT-ASGD: switch SGD -> ASGD once the validation is non-monotone. When finetuning the same test

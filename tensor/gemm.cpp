@@ -340,6 +340,11 @@ const char* gemm_bf16_kernel_name() {
   return gemm_kernel_supported(GemmKernel::kAvx512Bf16) ? "avx512_bf16" : nullptr;
 }
 
+bool gemm_bf16_faster_than_fp32() {
+  static const bool amd = cpu_is_amd();
+  return gemm_bf16_kernel_name() && amd;
+}
+
 GemmPrecision set_gemm_precision(GemmPrecision precision) {
   if (precision == GemmPrecision::kBf16 && !gemm_bf16_kernel_name())
     throw std::runtime_error(

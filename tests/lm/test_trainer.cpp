@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -12,7 +14,9 @@
 #include "lm/evaluate.h"
 #include "lm/generate.h"
 #include "lm/model_io.h"
+#include "lm/progress.h"
 #include "lm/train.h"
+#include "tensor/gemm.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
@@ -180,4 +184,28 @@ TEST(Trainer, TinyPresetLearnsPennTreebank) {
   // A uniform guess is ppl 10,000; unigram frequencies alone give ~700 on PTB.
   EXPECT_LT(ppl, 450.0) << "validation perplexity after 2 epochs of 150k tokens";
   std::printf("tiny on 150k PTB tokens, 2 epochs: valid ppl %.1f (first 20k valid tokens)\n", ppl);
+}
+
+// --precision bf16 runs wherever the CPU has AVX512_BF16, but on Intel's it multiplies at about
+// half the FP32 rate (mg::gemm_bf16_faster_than_fp32): the run's first lines say so, rather than
+// leave a user believing bf16 is the fast path there.
+TEST(Trainer, Bf16RunSaysWhenItIsSlowerThanFp32) {
+  if (!gemm_bf16_kernel_name()) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const Corpus corpus = load_corpus(write_synthetic_corpus("bf16_note"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("bf16_note"));
+  cfg.max_steps = 1, cfg.paths.precision = "bf16";
+  char* text = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&text, &size);
+  ASSERT_NE(out, nullptr);
+  ProgressDisplay display(out, false);
+  TrainHooks hooks;
+  hooks.display = &display;
+  train_lm(cfg, corpus, hooks);
+  std::fclose(out);
+  const std::string printed(text, size);
+  std::free(text);
+  const bool slower = printed.find("bf16 (slower than fp32 on this CPU") != std::string::npos;
+  EXPECT_EQ(slower, !gemm_bf16_faster_than_fp32()) << printed;
+  EXPECT_NE(printed.find("threads, bf16"), std::string::npos) << printed;
 }

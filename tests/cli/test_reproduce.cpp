@@ -161,13 +161,42 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   // A later stage without an earlier one: the file was edited, the order cannot be trusted.
   write(out + "/results.jsonl",
         "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\",\"stage\":\"rank\"}\n");
-  std::string data;
-  if (have_ptb(&data)) {
-    EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error);
-  }
+  EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error);
+  // A results file carried to a new machine without the run directories (checkpoints are never
+  // committed): a run between stages cannot continue, and says what to do, before any work.
+  const auto refusal = [&](const std::string& stage) {
+    write(out + "/results.jsonl",
+          "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":"
+          "\"softmax\",\"stage\":\"train\",\"precision\":\"fp32\"}\n" +
+              stage);
+    try {
+      run_reproduce(o, nullptr, [](const std::string&) {});
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  std::string what = refusal("");
+  EXPECT_NE(what.find("softmax-s1 has finished 'train' but its 'finetune' stage needs " + out +
+                      "/runs/softmax-s1/train_best.ckpt"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("remove softmax-s1's lines"), std::string::npos) << what;
+  what = refusal(
+      "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\",\"stage\":"
+      "\"finetune\",\"precision\":\"fp32\"}\n");
+  EXPECT_NE(what.find("'dyneval' stage needs " + out + "/runs/softmax-s1/best.ckpt"),
+            std::string::npos)
+      << what;
+  EXPECT_FALSE(fs::exists(out + "/runs")) << "work started before the refusal";
   // A second process on the same directory is refused.
-  fs::remove(out + "/results.jsonl");
   const RunLock other(out, "mosgrad reproduce --plan quick (another process)");
+  o.runs = {"mos-s1"};  // only another run of the plan: softmax-s1's files are not needed
+  what = refusal("");
+  EXPECT_NE(what.find("another process"), std::string::npos) << what;
+  o.runs.clear();
+  fs::remove(out + "/results.jsonl");
+  std::string data;
   if (have_ptb(&data)) {
     try {
       run_reproduce(o, nullptr, [](const std::string&) {});

@@ -180,6 +180,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     const bool finetune = stage == "finetune";
     const bool resume = fs::exists(dir + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt"));
     if (!finetune && !resume && fs::exists(dir)) fs::remove_all(dir);  // a start that left no state
+    if (!resume) write_run_precision(dir, c.precision);  // what a resume elsewhere must match
     if (finetune && !resume)  // start from the trained model, even if a killed finetune touched it
       fs::copy_file(dir + "/train_best.ckpt", dir + "/best.ckpt",
                     fs::copy_options::overwrite_existing);
@@ -240,69 +241,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
   return true;
 }
 
-bool selected(const ReproduceOptions& options, const PlanRun& run) {
-  return options.runs.empty() ||
-         std::find(options.runs.begin(), options.runs.end(), run.name()) != options.runs.end();
-}
-
-// Before any work, for every run this call will touch: its finished stages must be the first ones
-// of the plan (a later stage without an earlier one means the file was edited), and the files
-// its next stage starts from must be here. results.jsonl is committed and carried to new machines;
-// the checkpoints are not, so a run stopped between stages on another machine cannot go on here.
-void check_runs_can_continue(const Context& c, const std::vector<StageRecord>& records,
-                             const ReproduceOptions& options) {
-  for (const PlanRun& run : c.plan.runs) {
-    if (!selected(options, run)) continue;
-    bool later_done = false;
-    for (auto s = c.plan.stages.rbegin(); s != c.plan.stages.rend(); ++s) {
-      const bool done = find_record(records, run.name(), *s) != nullptr;
-      if (!done && later_done)
-        throw std::runtime_error(results_path(c.out) + " has later stages of " + run.name() +
-                                 " but not '" + *s + "'; remove that run's lines to redo it");
-      later_done = later_done || done;
-    }
-    const auto next = std::find_if(c.plan.stages.begin(), c.plan.stages.end(), [&](auto& s) {
-      return find_record(records, run.name(), s) == nullptr;
-    });
-    if (next == c.plan.stages.begin() || next == c.plan.stages.end()) continue;
-    const std::string dir = c.out + "/runs/" + run.name();
-    const std::string needed = *next != "finetune"                  ? dir + "/best.ckpt"
-                               : fs::exists(dir + "/finetune.ckpt") ? dir + "/finetune.ckpt"
-                                                                    : dir + "/train_best.ckpt";
-    if (!fs::exists(needed))
-      throw std::runtime_error(
-          run.name() + " has finished '" + *(next - 1) + "' but its '" + *next + "' stage needs " +
-          needed +
-          ", which is not here (results.jsonl keeps the numbers, never the checkpoints): " +
-          "copy " + dir + " from the machine that ran it, or remove " + run.name() +
-          "'s lines from " + results_path(c.out) + " to run it again from the start");
-  }
-}
-
 }  // namespace
-
-std::string results_precision(const std::vector<StageRecord>& records, const ReproducePlan& plan,
-                              const std::string& out) {
-  std::string used;
-  for (const StageRecord& r : records) {
-    const std::string p = r.text("precision");
-    if (used.empty()) used = p;
-    if (p != used)
-      throw std::runtime_error(results_path(out) + " mixes precisions (" + used + " and " + p +
-                               "); a table compares heads at one precision: split the file");
-  }
-  const std::string wanted = plan.precision == "auto" && !used.empty() ? used : plan.precision;
-  const std::string precision = resolve_precision(wanted);
-  if (!used.empty() && precision != used)
-    throw std::runtime_error("--out " + out + " holds results measured in " + used + ", plan '" +
-                             plan.name + "' runs in " + precision +
-                             ": choose another --out (a table compares heads at one precision)");
-  if (precision == "bf16" && !gemm_bf16_kernel_name())
-    throw std::runtime_error("--out " + out +
-                             " holds results measured in bf16, which needs a CPU with "
-                             "AVX512_BF16; this one has none: continue it on such a CPU");
-  return precision;
-}
 
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
                                const std::function<void(const std::string&)>& say) {
@@ -334,7 +273,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   }
   c.data_dir = resolve_data_dir(options.data);
   c.precision = results_precision(records, c.plan, c.out);
-  check_runs_can_continue(c, records, options);
+  check_runs_can_continue(c.plan, c.out, records, options.runs, c.precision);
   PathFlags path_flags;  // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
@@ -359,7 +298,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       std::to_string(num_threads()) + " threads, " + c.cpu + ")");
 
   for (const PlanRun& run : c.plan.runs) {
-    if (!selected(options, run)) continue;
+    if (!run_selected(options.runs, run)) continue;
     for (const std::string& stage : c.plan.stages) {
       if (find_record(records, run.name(), stage)) {
         ++summary.stages_skipped;

@@ -47,9 +47,21 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
 // The precision a plan runs in on this CPU, given DIR's finished stages (`records`): one per
 // directory, so that a table compares heads and not precisions. The plan's own where it names one,
 // else the one the records used, else this CPU's ("auto"). Throws std::runtime_error naming DIR
-// when the records mix precisions, differ from the plan's, or need bf16 on a CPU without it.
+// when the records mix precisions, lack one, differ from the plan's, or need bf16 on a CPU
+// without it.
 std::string results_precision(const std::vector<StageRecord>& records, const ReproducePlan& plan,
                               const std::string& out);
+
+// Before any work, for every run of `runs` (empty: all): its finished stages are the plan's first
+// ones (else the file was edited); a run directory started in another precision is refused; and
+// the checkpoints its next stage starts from are here (results.jsonl travels between machines,
+// checkpoints never do). Throws std::runtime_error naming the run, the file and the ways on.
+void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
+                             const std::vector<StageRecord>& records,
+                             const std::vector<std::string>& runs, const std::string& precision);
+bool run_selected(const std::vector<std::string>& runs, const PlanRun& run);
+// DIR/runs/<run>/precision, written when a training stage starts (not when it resumes).
+void write_run_precision(const std::string& dir, const std::string& precision);
 
 // The files of DIR.
 std::string results_path(const std::string& out);                      // DIR/results.jsonl

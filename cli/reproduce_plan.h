@@ -43,8 +43,8 @@ struct ReproducePlan {
   int64_t pointer_window = 500;
   std::vector<double> pointer_thetas, pointer_lambdas;
   int64_t rank_contexts = 0;  // 0: every valid target
-  // "auto": bf16 where it is faster (rounded GEMM operands; AVX512_BF16 on AMD Zen 4/5, ~1.5x),
-  // else fp32 (mg::gemm_bf16_faster_than_fp32).
+  // "auto": bf16 where it is faster (rounded GEMM operands; AVX512_BF16 on AMD, 1.3-1.7x on
+  // Zen 5), else fp32 (mg::gemm_bf16_faster_than_fp32).
   std::string precision = "auto";
 };
 

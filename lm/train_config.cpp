@@ -34,7 +34,7 @@ Flag precision_flag(std::string& precision) {
   return choice_flag(
       "precision", "precision",
       "operands of the CPU matrix products: fp32 (default) or bf16 (rounded to "
-      "bfloat16, FP32 accumulation; ~1.4x faster training on AMD Zen 4/5, slower on Intel's "
+      "bfloat16, FP32 accumulation; 1.3-1.7x faster training on AMD (Zen 5), slower on Intel's "
       "AVX512_BF16)",
       precision, {"fp32", "bf16"});
 }

@@ -124,9 +124,10 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   // units and writes its part of h_t, c_t; the barrier then makes all of h_t visible for the next
   // step's product.
   // Each thread packs its columns of W_hh^T once for all T steps (mg::PackedB), instead of gemm()
-  // reading them in place at every step: the same bits, 13% faster in FP32 (a B micro-panel is
-  // then contiguous), and 1.8x under --precision bf16, where every gemm() call would round and
-  // pair all of them again (bench/bench_gemm.cpp, 20x400@400x1600 with and without -prepacked).
+  // reading them in place (AMD) or packing them again at every step: the same bits, 13% faster in
+  // FP32 on Zen 5 (a B micro-panel is then contiguous), and 1.8x under --precision bf16, where
+  // every gemm() call would round and pair all of them again (bench/bench_gemm.cpp,
+  // 20x400@400x1600 with and without -prepacked).
   // The reference GEMM (--gemm reference) keeps the plain calls.
   parallel_team(
       H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {

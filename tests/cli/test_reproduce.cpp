@@ -64,6 +64,8 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
       EXPECT_FALSE(r.text(key).empty()) << key << " missing in " << r.text("run");
     EXPECT_GT(r.number("wall_s"), 0);
     EXPECT_EQ(r.number("threads"), static_cast<double>(num_threads()));
+    EXPECT_EQ(read_file(out + "/runs/" + r.text("run") + "/precision", "precision"),
+              r.text("precision") + "\n");  // what a resume on another machine must match
     const std::string stage = r.text("stage");
     if (stage == "rank") {
       EXPECT_EQ(r.number("contexts"), 100);
@@ -159,16 +161,8 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("line 1"), std::string::npos) << e.what();
   }
   // A later stage without an earlier one: the file was edited, the order cannot be trusted.
-  write(out + "/results.jsonl",
-        "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\",\"stage\":\"rank\"}\n");
-  EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error);
-  // A results file carried to a new machine without the run directories (checkpoints are never
-  // committed): a run between stages cannot continue, and says what to do, before any work.
-  const auto refusal = [&](const std::string& stage) {
-    write(out + "/results.jsonl",
-          "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":"
-          "\"softmax\",\"stage\":\"train\",\"precision\":\"fp32\"}\n" +
-              stage);
+  const auto message = [&](const std::string& results) {
+    write(out + "/results.jsonl", results);
     try {
       run_reproduce(o, nullptr, [](const std::string&) {});
     } catch (const std::runtime_error& e) {
@@ -176,7 +170,18 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
     }
     return std::string("accepted");
   };
-  std::string what = refusal("");
+  const std::string line = "{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\",";
+  std::string what = message(line + "\"stage\":\"rank\",\"precision\":\"fp32\"}\n");
+  EXPECT_NE(what.find("has later stages of softmax-s1 but not 'pointer'"), std::string::npos)
+      << what;
+  what = message(line + "\"stage\":\"train\"}\n");  // every line names its precision
+  EXPECT_NE(what.find("without its precision"), std::string::npos) << what;
+  // A results file carried to a new machine without the run directories (checkpoints are never
+  // committed): a run between stages cannot continue, and says what to do, before any work.
+  const auto refusal = [&](const std::string& more) {
+    return message(line + "\"stage\":\"train\",\"precision\":\"fp32\"}\n" + more);
+  };
+  what = refusal("");
   EXPECT_NE(what.find("softmax-s1 has finished 'train' but its 'finetune' stage needs " + out +
                       "/runs/softmax-s1/train_best.ckpt"),
             std::string::npos)
@@ -189,6 +194,18 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
             std::string::npos)
       << what;
   EXPECT_FALSE(fs::exists(out + "/runs")) << "work started before the refusal";
+  // A finetune that resumes reads the best model so far too.
+  const std::string dir = out + "/runs/softmax-s1";
+  fs::create_directories(dir);
+  write(dir + "/finetune.ckpt", "");
+  what = refusal("");
+  EXPECT_NE(what.find("'finetune' stage needs " + dir + "/best.ckpt"), std::string::npos) << what;
+  // A run started in another precision (on another CPU) does not continue in this one.
+  write(dir + "/precision", "bf16\n");
+  what = refusal("");
+  EXPECT_NE(what.find(dir + " was started in bf16 and would continue in fp32"), std::string::npos)
+      << what;
+  fs::remove_all(out + "/runs");
   // A second process on the same directory is refused.
   const RunLock other(out, "mosgrad reproduce --plan quick (another process)");
   o.runs = {"mos-s1"};  // only another run of the plan: softmax-s1's files are not needed

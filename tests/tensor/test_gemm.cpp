@@ -113,6 +113,16 @@ void expect_matches_reference(const Problem& r, const Case& c, const std::vector
       }
 }
 
+// Restores the thread count and the B-in-place mode when a test ends, also through an ASSERT.
+struct GemmSettingsGuard {
+  const int threads = mg::num_threads();
+  const mg::BInPlace mode = mg::set_b_in_place(mg::BInPlace::kAuto);
+  ~GemmSettingsGuard() {
+    mg::set_b_in_place(mode);
+    mg::set_num_threads(threads);
+  }
+};
+
 std::vector<GemmKernel> kernels() {
   std::vector<GemmKernel> out;
   for (GemmKernel k : {GemmKernel::kScalar, GemmKernel::kAvx2, GemmKernel::kAvx512})
@@ -213,10 +223,10 @@ TEST(Gemm, NarrowLastVectorSumsPairsOfK) {
 // 9-row tile (gemm_avx512.cpp, kMicro9; the head's [d W^T; d b] has M = E+1 = 201). Their bits
 // must be those of 8-row tiles: the same product with 7 more rows of A. With A read in place
 // (N <= 512) and packed (ta, or N > 512), B packed and read in place (a single A block with B
-// row-major), whole panels and a ragged last one, kc blocks, beta 0 and 0.5, 1 and 2 threads; and
-// M = 1, whose lone row stays a 1-row tile.
+// row-major; both modes of mg::set_b_in_place), whole panels and a ragged last one, kc blocks,
+// beta 0 and 0.5, 1 and 2 threads; and M = 1, whose lone row stays a 1-row tile.
 TEST(Gemm, NineRowLastTileGivesTheEightRowTileBits) {
-  const int saved = mg::num_threads();
+  const GemmSettingsGuard restore;
   struct S {
     int64_t M, N, K;
     bool ta, tb;
@@ -228,36 +238,39 @@ TEST(Gemm, NineRowLastTileGivesTheEightRowTileBits) {
                       {265, 97, 1030, false, true, 0.0f},  {9, 96, 3, true, false, 0.5f},
                       {1, 500, 1030, false, true, 0.0f},   {1, 96, 3, true, false, 0.5f}};
   uint32_t seed = 1700;
-  for (GemmKernel k : kernels())
-    for (const S& s : shapes)
-      for (int threads : {1, 2}) {
-        mg::set_num_threads(threads);
-        Case c;
-        c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta, c.alpha = 0.75f;
-        const Problem r(c, seed++);
-        const std::vector<float> got = r.compute(k, c);
-        expect_matches_reference(r, c, got, mg::gemm_kernel_name(k));
-        Case big = c;  // 7 more rows: every tile has 8 rows
-        big.M = c.M + 7;
-        Problem rb(big, seed);
-        for (int64_t i = 0; i < c.M; ++i)
-          for (int64_t kk = 0; kk < c.K; ++kk) {
-            const float a = c.ta ? r.A.v[kk * r.A.ld + i] : r.A.v[i * r.A.ld + kk];
-            (c.ta ? rb.A.v[kk * rb.A.ld + i] : rb.A.v[i * rb.A.ld + kk]) = a;
-          }
-        rb.B = r.B;
-        for (int64_t i = 0; i < c.M; ++i)
-          for (int64_t j = 0; j < c.N; ++j) rb.C0[i * rb.ldc + j] = r.C0[i * r.ldc + j];
-        const std::vector<float> eights = rb.compute(k, big);
-        for (int64_t i = 0; i < c.M; ++i)
-          for (int64_t j = 0; j < c.N; ++j) {
-            const float a = got[i * r.ldc + j], b = eights[i * rb.ldc + j];
-            ASSERT_EQ(std::memcmp(&a, &b, sizeof(float)), 0)
-                << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads << " threads: C["
-                << i << "," << j << "] = " << a << ", " << b << " in 8-row tiles";
-          }
-      }
-  mg::set_num_threads(saved);
+  for (mg::BInPlace mode : {mg::BInPlace::kAlways, mg::BInPlace::kNever})
+    for (GemmKernel k : kernels())
+      for (const S& s : shapes)
+        for (int threads : {1, 2}) {
+          mg::set_b_in_place(mode);
+          mg::set_num_threads(threads);
+          Case c;
+          c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta,
+          c.alpha = 0.75f;
+          const Problem r(c, seed++);
+          const std::vector<float> got = r.compute(k, c);
+          if (mode == mg::BInPlace::kAlways)
+            expect_matches_reference(r, c, got, mg::gemm_kernel_name(k));
+          Case big = c;  // 7 more rows: every tile has 8 rows
+          big.M = c.M + 7;
+          Problem rb(big, seed);
+          for (int64_t i = 0; i < c.M; ++i)
+            for (int64_t kk = 0; kk < c.K; ++kk) {
+              const float a = c.ta ? r.A.v[kk * r.A.ld + i] : r.A.v[i * r.A.ld + kk];
+              (c.ta ? rb.A.v[kk * rb.A.ld + i] : rb.A.v[i * rb.A.ld + kk]) = a;
+            }
+          rb.B = r.B;
+          for (int64_t i = 0; i < c.M; ++i)
+            for (int64_t j = 0; j < c.N; ++j) rb.C0[i * rb.ldc + j] = r.C0[i * r.ldc + j];
+          const std::vector<float> eights = rb.compute(k, big);
+          for (int64_t i = 0; i < c.M; ++i)
+            for (int64_t j = 0; j < c.N; ++j) {
+              const float a = got[i * r.ldc + j], b = eights[i * rb.ldc + j];
+              ASSERT_EQ(std::memcmp(&a, &b, sizeof(float)), 0)
+                  << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads << " threads: C["
+                  << i << "," << j << "] = " << a << ", " << b << " in 8-row tiles";
+            }
+        }
 }
 
 TEST(Gemm, AlphaBeta) {
@@ -380,11 +393,11 @@ TEST(Gemm, BitwiseIndependentOfThreadCount) {
 // calls run the same fma chains on the same values: their results must be bitwise equal. Shapes
 // cross the A blocks (mc = 256 rows per thread; AVX2 168), the kc blocks, the register tiles
 // (8 x 48; AVX2 6 x 16), and A has NaN padding columns that an in-place read past its rows would
-// pick up. With B stored
-// transposed, a single A block (at most mc rows per thread) is read in place too (with B
-// row-major, B is the one read in place there, and A is packed).
+// pick up. With B stored transposed, a single A block (at most mc rows per thread) is read in
+// place too; with B row-major, where mg::b_read_in_place (AMD CPUs) reads B in place instead, A is
+// packed there.
 TEST(Gemm, AReadInPlaceGivesThePackedBits) {
-  const int saved = mg::num_threads();
+  const GemmSettingsGuard restore;
   struct S {
     int64_t M, N, K, pad_a;
     float beta;
@@ -413,7 +426,6 @@ TEST(Gemm, AReadInPlaceGivesThePackedBits) {
               << " threads: element " << i << " is " << a[i] << " read in place, " << b[i]
               << " packed";
       }
-  mg::set_num_threads(saved);
 }
 
 // A single A block (at most mc rows per thread) with B row-major reads B in place on AMD CPUs and
@@ -423,8 +435,7 @@ TEST(Gemm, AReadInPlaceGivesThePackedBits) {
 // blocks, narrow products (N <= 512, where packing B means reading A in place) and B with NaN
 // padding columns; beta 0 and 0.5; 1 and 2 threads.
 TEST(Gemm, BReadInPlaceGivesThePackedBits) {
-  const int saved = mg::num_threads();
-  const mg::BInPlace saved_mode = mg::set_b_in_place(mg::BInPlace::kAuto);
+  const GemmSettingsGuard restore;
   struct S {
     int64_t M, N, K, pad_b;
     bool ta;
@@ -456,8 +467,6 @@ TEST(Gemm, BReadInPlaceGivesThePackedBits) {
               << " threads: element " << i << " is " << in_place[i] << " read in place, "
               << packed[i] << " packed";
       }
-  mg::set_b_in_place(saved_mode);
-  mg::set_num_threads(saved);
 }
 
 // Callers may run products from their own parallel loops (one per sequence, say): gemm then runs

@@ -1,0 +1,105 @@
+// What `mosgrad reproduce` checks before any work (cli/reproduce.h): one precision per results
+// directory and per run, and that every run it will touch can go on from where it stopped.
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+#include "cli/reproduce.h"
+#include "io/atomic_file.h"
+#include "io/read_file.h"
+#include "tensor/gemm.h"
+
+namespace mg {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string run_dir(const std::string& out, const PlanRun& run) {
+  return out + "/runs/" + run.name();
+}
+
+}  // namespace
+
+bool run_selected(const std::vector<std::string>& runs, const PlanRun& run) {
+  return runs.empty() || std::find(runs.begin(), runs.end(), run.name()) != runs.end();
+}
+
+std::string results_precision(const std::vector<StageRecord>& records, const ReproducePlan& plan,
+                              const std::string& out) {
+  std::string used;
+  for (const StageRecord& r : records) {
+    const std::string p = r.text("precision");
+    if (p.empty())
+      throw std::runtime_error(results_path(out) + ": a line of " + r.text("run") + " '" +
+                               r.text("stage") + "' without its precision; was it edited?");
+    if (used.empty()) used = p;
+    if (p != used)
+      throw std::runtime_error(results_path(out) + " mixes precisions (" + used + " and " + p +
+                               "); a table compares heads at one precision: split the file");
+  }
+  const std::string wanted = plan.precision == "auto" && !used.empty() ? used : plan.precision;
+  const std::string precision = resolve_precision(wanted);
+  if (!used.empty() && precision != used)
+    throw std::runtime_error("--out " + out + " holds results measured in " + used + ", plan '" +
+                             plan.name + "' runs in " + precision +
+                             ": choose another --out (a table compares heads at one precision)");
+  if (precision == "bf16" && !gemm_bf16_kernel_name())
+    throw std::runtime_error("--out " + out +
+                             " holds results measured in bf16, which needs a CPU with "
+                             "AVX512_BF16; this one has none: continue it on such a CPU");
+  return precision;
+}
+
+void write_run_precision(const std::string& dir, const std::string& precision) {
+  fs::create_directories(dir);
+  write_file_atomically(dir + "/precision", precision + "\n");
+}
+
+void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
+                             const std::vector<StageRecord>& records,
+                             const std::vector<std::string>& runs, const std::string& precision) {
+  for (const PlanRun& run : plan.runs) {
+    if (!run_selected(runs, run)) continue;
+    bool later_done = false;  // a stage's record after a missing one: the file was edited
+    for (auto s = plan.stages.rbegin(); s != plan.stages.rend(); ++s) {
+      const bool done = find_record(records, run.name(), *s) != nullptr;
+      if (!done && later_done)
+        throw std::runtime_error(results_path(out) + " has later stages of " + run.name() +
+                                 " but not '" + *s + "'; remove that run's lines to redo it");
+      later_done = later_done || done;
+    }
+    const std::string dir = run_dir(out, run);
+    // A training stage stopped on another machine, its directory copied here: it continues only
+    // in the precision it started in (checkpoints do not record it; `train` may resume in either).
+    if (fs::exists(dir + "/precision")) {
+      std::string started = read_file(dir + "/precision", "run precision file");
+      started.erase(started.find_last_not_of(" \n\r\t") + 1);
+      if (started != precision)
+        throw std::runtime_error(dir + " was started in " + started + " and would continue in " +
+                                 precision + " here: continue it on a CPU that runs " + started +
+                                 ", or remove the directory to start that run again");
+    }
+    const auto next = std::find_if(plan.stages.begin(), plan.stages.end(), [&](auto& s) {
+      return find_record(records, run.name(), s) == nullptr;
+    });
+    if (next == plan.stages.begin() || next == plan.stages.end()) continue;
+    // Finetune starts from train_best.ckpt, or resumes from finetune.ckpt (which also reads the
+    // best model so far, best.ckpt); the evaluations read best.ckpt.
+    std::vector<std::string> needed = {dir + "/best.ckpt"};
+    if (*next == "finetune")
+      needed = fs::exists(dir + "/finetune.ckpt")
+                   ? std::vector<std::string>{dir + "/finetune.ckpt", dir + "/best.ckpt"}
+                   : std::vector<std::string>{dir + "/train_best.ckpt"};
+    for (const std::string& file : needed)
+      if (!fs::exists(file))
+        throw std::runtime_error(
+            run.name() + " has finished '" + *(next - 1) + "' but its '" + *next +
+            "' stage needs " + file +
+            ", which is not here (results.jsonl keeps the numbers, never the checkpoints): copy " +
+            dir + " from the machine that ran it, or remove " + run.name() + "'s lines from " +
+            results_path(out) + " to run it again from the start");
+  }
+}
+
+}  // namespace mg

@@ -5,11 +5,11 @@
 // Why the comparison is tight: a product of two bf16 numbers (8-bit significands) is exact in
 // FP32, so the kernel computes exactly the products of the rounded inputs and differs from the
 // reference (double accumulation) only by its FP32 additions: |error| <= gamma_K sum_k |â b̂| with
-// gamma_K ~ K eps (Higham 3.1), the same bound as the FP32 GEMM test (tests/tensor/gemm_test_util.h).
-// One more term: VDPBF16PS ignores MXCSR and flushes denormals. Inputs below 2^-126 are already
-// zero after rounding (the conversion treats them as zero, as bf16_from_float does); a product
-// below 2^-126 is flushed to zero, an error of less than 2^-126 per product, so the bound gains
-// K * 2^-126 * |alpha| (FlushesDenormalProducts shows it happen).
+// gamma_K ~ K eps (Higham 3.1), the same bound as the FP32 GEMM test
+// (tests/tensor/gemm_test_util.h). One more term: VDPBF16PS ignores MXCSR and flushes denormals.
+// Inputs below 2^-126 are already zero after rounding (the conversion treats them as zero, as
+// bf16_from_float does); a product below 2^-126 is flushed to zero, an error of less than 2^-126
+// per product, so the bound gains K * 2^-126 * |alpha| (FlushesDenormalProducts shows it happen).
 #include <gtest/gtest.h>
 
 #include <cfloat>

@@ -266,6 +266,10 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
                                   "'; its runs are " + known);
     }
   if (options.report) {
+    if (!fs::exists(c.out))
+      throw std::invalid_argument("--out " + c.out +
+                                  " does not exist: --report redraws the tables "
+                                  "of a directory that holds a results.jsonl");
     write_report(c.out, c.plan);
     say("wrote " + c.out + "/results.md and " + c.out + "/valid_curves.svg from " +
         std::to_string(records.size()) + " results");

@@ -149,6 +149,16 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
     EXPECT_NE(std::string(e.what()).find("mos-s9"), std::string::npos) << e.what();
   }
   o.runs.clear();
+  ReproduceOptions report = o;  // --report on a directory that is not there: not a file error
+  report.report = true, report.out = out + "/nowhere";
+  try {
+    run_reproduce(report, nullptr, [](const std::string&) {});
+    ADD_FAILURE() << "--report on a missing directory was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--out " + report.out + " does not exist"),
+              std::string::npos)
+        << e.what();
+  }
   write(out + "/results.jsonl",
         "{\"plan\":\"afternoon\",\"run\":\"mos-s1\",\"head\":\"mos\",\"stage\":\"train\"}\n");
   EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error)

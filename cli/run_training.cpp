@@ -87,8 +87,9 @@ int run_reproduce_command(CommandLine& c) {
   const ReproduceSummary r =
       run_reproduce(c.reproduce, &display, [&](const std::string& line) { display.message(line); });
   display.finish();
-  std::printf("%d stages run, %d already done%s\n", r.stages_run, r.stages_skipped,
-              r.interrupted ? " (stopped: run the same command to continue)" : "");
+  if (!c.reproduce.report)  // --report ran no stage: its own line said what it wrote
+    std::printf("%d stages run, %d already done%s\n", r.stages_run, r.stages_skipped,
+                r.interrupted ? " (stopped: run the same command to continue)" : "");
   return r.interrupted ? 130 : 0;
 }
 

@@ -286,6 +286,27 @@ PY
 
 # ---- figures -------------------------------------------------------------------------------------
 
+# Whether some line of $2 is the line $1 with every decimal number within 1% of the page's (whole
+# numbers, words and signs exactly): training figures differ in their last digits between CPU
+# models (bottleneck-demo's KL 0.7058 on AMD is 0.7021 on an Intel Xeon, with the same code; the
+# -march=native builds differ), not between runs on one machine.
+printed_within_1pct() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+number = re.compile(r"-?\d+\.\d+")
+want = sys.argv[1]
+def parts(line):
+    return number.split(line), [float(x) for x in number.findall(line)]
+text, values = parts(want)
+if not values: sys.exit(1)
+for line in sys.argv[2].splitlines():
+    t, v = parts(line)
+    if t == text and len(v) == len(values) and all(abs(a - b) <= 0.01 * abs(b) for a, b in zip(v, values)):
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+
 # Every `$ ` command of the lab pages' ```console blocks runs, in page order, in a scratch directory
 # (with build/ linked in), and every line printed under it in the page must appear in its output
 # (spaces collapsed): the deliverables a teaching assistant compares with stay true. Needs this
@@ -315,7 +336,7 @@ figures() {
       fi
       [[ -z $expect ]] && continue
       expect=$(tr -s ' ' <<< "$expect")
-      if ! grep -qF -- "$expect" <<< "$out"; then
+      if ! grep -qF -- "$expect" <<< "$out" && ! printed_within_1pct "$expect" "$out"; then
         echo "course: $(basename "$page"): '$cmd' did not print: $expect" >&2
         bad=$((bad + 1))
       fi

@@ -215,11 +215,18 @@ TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
     cfg.max_train_tokens = 1500, cfg.max_eval_tokens = 400, cfg.epochs = 7, cfg.nonmono = 1;
     cfg.optimizer = optimizer, cfg.lr = optimizer == "adam" ? 0.01f : 30;
     TrainResult full;
-    const std::vector<double> expected = mgtest::run_collecting(cfg, corpus, &full);
-    const std::vector<EpochRecord> epochs = epochs_of(cfg.save + "/metrics.jsonl");
-    ASSERT_EQ(epochs.size(), 7u) << optimizer << ": training runs to the epoch cap";
-    EXPECT_EQ(full.epochs_done, 7);
-    if (optimizer == "sgd") {
+    std::vector<double> expected;
+    std::vector<EpochRecord> epochs;
+    // The rule is seen at work only in a run that switches once and also stays on SGD through an
+    // epoch that could have switched. Whether a seed gives such a run depends on the last bits of
+    // its losses, which differ between CPU models and builds (-march=native, asan): seeds are
+    // tried until one does (the first did on AMD, and here in release, but not in asan here).
+    for (int attempt = 0;; ++attempt) {
+      expected = mgtest::run_collecting(cfg, corpus, &full);
+      epochs = epochs_of(cfg.save + "/metrics.jsonl");
+      ASSERT_EQ(epochs.size(), 7u) << optimizer << ": training runs to the epoch cap";
+      EXPECT_EQ(full.epochs_done, 7);
+      if (optimizer != "sgd") break;
       int switches = 0, kept = 0;
       std::vector<double> history;
       for (size_t e = 0; e + 1 < epochs.size(); ++e) {
@@ -232,8 +239,11 @@ TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
             << "after epoch " << e + 1;
         (worse_than_before ? switches : kept) += history.size() > 2;
       }
-      ASSERT_EQ(switches, 1) << "the run must switch to ASGD after epoch 2 to test the rule";
-      ASSERT_GE(kept, 1) << "and stay on SGD through an epoch that could have switched";
+      if (switches == 1 && kept >= 1) break;
+      ASSERT_LT(attempt, 7) << "no seed of 8 switched to ASGD once and also stayed on SGD through "
+                               "an epoch that could have switched";
+      cfg.seed += 1;
+      cfg.save = mgtest::temp_dir("asgd_" + optimizer + "_seed" + std::to_string(cfg.seed));
     }
     TrainConfig part = cfg;
     part.save = mgtest::temp_dir("asgd_parts_" + optimizer);

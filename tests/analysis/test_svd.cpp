@@ -2,13 +2,15 @@
 // values (A = U diag(σ) Wᵀ with U, W products of random reflections), across the QR's panel edges
 // and both shapes; a block-by-block TallQR gives what the whole matrix gives; and a matrix whose
 // smallest singular values sit between the Gram's threshold and the standard one is counted at
-// its true rank, where the Gram's eigenvalues could not see them.
+// its true rank, where the Gram's eigenvalues could not see them. The two-stage reduction to
+// bidiagonal form (analysis/bidiagonal.h) against the one-stage reference, stage by stage.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 
+#include "analysis/bidiagonal.h"
 #include "analysis/spectrum.h"
 #include "analysis/svd.h"
 #include "tensor/philox.h"
@@ -120,4 +122,72 @@ TEST(Svd, RankBetweenTheGramThresholdAndTheStandardOneIsCounted) {
   // The wide orientation (V > N): the same matrix transposed has the same values.
   const Spectrum t = singular_values(col, V, N);  // col read row-major is Aᵀ [V, N]
   EXPECT_EQ(t.rank, true_rank);
+}
+
+namespace {
+
+// Column-major n x n with entries uniform in [−0.5, 0.5).
+std::vector<double> random_square(int64_t n, uint64_t seed) {
+  std::vector<double> a(static_cast<size_t>(n * n));
+  for (int64_t i = 0; i < n * n; ++i) a[i] = philox_uniform(seed, i) - 0.5;
+  return a;
+}
+
+// The singular values of the square a, by the one-stage reference.
+std::vector<double> reference_values(std::vector<double> a, int64_t n) {
+  std::vector<double> d, e;
+  bidiagonalise_one_stage(a, n, d, e);
+  return bidiagonal_singular_values(d, e);
+}
+
+// Only the upper band of width b of a (column-major n x n), zeros elsewhere.
+std::vector<double> upper_band(const std::vector<double>& a, int64_t n, int64_t b) {
+  std::vector<double> out(a.size(), 0.0);
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t r = std::max<int64_t>(0, c - b); r <= c; ++r) out[c * n + r] = a[c * n + r];
+  return out;
+}
+
+void expect_same_values(const std::vector<double>& got, const std::vector<double>& want,
+                        const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-13 * want[0]) << what << " sigma " << i;
+}
+
+}  // namespace
+
+TEST(Bidiagonal, TheBandHasTheMatrixsSingularValues) {
+  // Stage 1 alone: the band it leaves (read as a dense matrix, zeros outside) against the input,
+  // across band widths that do and do not divide n.
+  for (auto [n, b] : {std::pair<int64_t, int64_t>{40, 4}, {65, 32}, {97, 8}, {50, 7}, {9, 16}}) {
+    const std::vector<double> a = random_square(n, 5 + n);
+    std::vector<double> banded = a;
+    reduce_to_band(banded, n, b);
+    expect_same_values(reference_values(upper_band(banded, n, b), n), reference_values(a, n),
+                       "band " + std::to_string(n) + "/" + std::to_string(b));
+  }
+}
+
+TEST(Bidiagonal, TheChaseKeepsTheBandsSingularValues) {
+  // Stage 2 alone, on random band matrices: the rotations' fill must be chased off exactly.
+  for (auto [n, b] : {std::pair<int64_t, int64_t>{30, 1}, {30, 2}, {41, 5}, {70, 32}, {12, 20}}) {
+    const std::vector<double> band = upper_band(random_square(n, 11 + b), n, b);
+    std::vector<double> d, e;
+    band_to_bidiagonal(band, n, b, d, e);
+    expect_same_values(bidiagonal_singular_values(d, e), reference_values(band, n),
+                       "chase " + std::to_string(n) + "/" + std::to_string(b));
+  }
+}
+
+TEST(Bidiagonal, TwoStagesGiveKnownSingularValues) {
+  // Values spread over 10 decades (as a MoS log-probability matrix's are), past the size where
+  // bidiagonalise switches to two stages.
+  const int64_t n = 150;
+  std::vector<double> sigma(n);
+  for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -10.0 * i / n) * (1 + 0.01 * i);
+  std::vector<double> a = with_singular_values(n, n, sigma, 17), d, e;
+  bidiagonalise(a, n, d, e);
+  const std::vector<double> got = bidiagonal_singular_values(d, e), want = descending(sigma);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-13 * want[0]) << i;
 }

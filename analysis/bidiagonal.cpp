@@ -42,7 +42,8 @@ struct Band {
 
 // (cs, sn) with [cs sn; −sn cs] (x, y)ᵀ = (r, 0)ᵀ.
 void givens(double x, double y, double& cs, double& sn) {
-  const double r = std::hypot(x, y);
+  double r = std::sqrt(x * x + y * y);  // hypot's care only where the squares could under/overflow
+  if (!(r > 1e-150 && r < 1e150)) r = std::hypot(x, y);
   cs = x / r;
   sn = y / r;
 }

@@ -36,6 +36,12 @@ PanelReflectors factor_panel(double* a, int64_t lda, int64_t rows, int64_t cols)
 // from the left to the columns right of it.
 void apply_qt_left(const PanelReflectors& p, double* c, int64_t ldc, int64_t nc);
 
+// The same, for a c whose first `split` rows are stored apart from the rest: top [split, nc]
+// (ldt) and bottom [p.rows − split, nc] (ldb). TallQR's [R; block]: R's few rows the panel touches
+// and the block of contexts, without copying either into one matrix.
+void apply_qt_left_split(const PanelReflectors& p, int64_t split, double* top, int64_t ldt,
+                         double* bottom, int64_t ldb, int64_t nc);
+
 // c [nr, p.rows] (column-major, ldc) ← c Q = c − (c V) T Vᵀ: applied from the right, to rows.
 void apply_q_right(const PanelReflectors& p, double* c, int64_t ldc, int64_t nr);
 

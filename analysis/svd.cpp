@@ -14,7 +14,7 @@ namespace mg {
 
 namespace {
 
-constexpr int64_t kPanel = 32;  // columns per QR panel
+constexpr int64_t kPanel = 48;  // columns per QR panel
 
 }  // namespace
 
@@ -64,17 +64,26 @@ std::vector<double> singular_values_tall(std::vector<double> a, int64_t m, int64
 TallQR::TallQR(int64_t n) : n_(n), r_(static_cast<size_t>(n * n), 0.0) {}
 
 void TallQR::add_rows(const double* rows, int64_t count) {
-  // [R; rows] column-major, (n + count) × n, and its QR's R is the new R.
-  const int64_t m = n_ + count;
-  std::vector<double> s(static_cast<size_t>(m * n_), 0.0);
-  for (int64_t j = 0; j < n_; ++j) {
-    std::copy(&r_[j * n_], &r_[j * n_] + j + 1, &s[j * m]);
-    for (int64_t i = 0; i < count; ++i) s[j * m + n_ + i] = rows[i * n_ + j];
-  }
-  householder_qr(s, m, n_);
-  for (int64_t j = 0; j < n_; ++j) {
-    std::copy(&s[j * m], &s[j * m] + j + 1, &r_[j * n_]);
-    std::fill(&r_[j * n_] + j + 1, &r_[j * n_] + n_, 0.0);
+  // The QR of [R; B], R upper triangular: the reflection for column j needs only R's row j and B
+  // (R's rows below j are zero in column j and stay so), so a panel of columns k..k+nb works on
+  // R's rows k..k+nb and B, and the work is count·n² multiply-adds, not (n + count)·n² − n³/3.
+  const int64_t n = n_;
+  std::vector<double> b(static_cast<size_t>(count * n));  // column-major [count, n]
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t i = 0; i < count; ++i) b[j * count + i] = rows[i * n + j];
+  std::vector<double> panel;
+  for (int64_t k = 0; k < n; k += kPanel) {
+    const int64_t nb = std::min(kPanel, n - k), m = nb + count, nc = n - k - nb;
+    // The panel [R's triangle; B's columns], column-major [m, nb], factored; its R back in R.
+    panel.assign(static_cast<size_t>(m * nb), 0.0);
+    for (int64_t j = 0; j < nb; ++j) {
+      std::copy(&r_[(k + j) * n + k], &r_[(k + j) * n + k] + j + 1, &panel[j * m]);
+      std::copy(&b[(k + j) * count], &b[(k + j) * count] + count, &panel[j * m + nb]);
+    }
+    const PanelReflectors p = factor_panel(panel.data(), m, m, nb);
+    for (int64_t j = 0; j < nb; ++j)
+      std::copy(&panel[j * m], &panel[j * m] + j + 1, &r_[(k + j) * n + k]);
+    apply_qt_left_split(p, nb, &r_[(k + nb) * n + k], n, &b[(k + nb) * count], count, nc);
   }
   rows_ += count;
 }

@@ -3,8 +3,10 @@
 // to bidiagonal form (analysis/bidiagonal.h) and the one-stage reference, and the bidiagonal's
 // singular values. All of PTB valid at V = 10,000 is four folds of 20,000 rows (the last 13,750),
 // then one reduction of n = 10,000 and its values.
-//   build/release/bench/bench_svd [--n 4000] [--rows 8000] [--one_stage 1] [--threads T]
-// Prints seconds and G multiply-adds per second (the reduction: 4n³/3 for either path).
+//   build/release/bench/bench_svd [--n 4000] [--rows 8000] [--folds 2] [--one_stage 1] [--band 1]
+//                                 [--threads T]
+// Prints seconds and G multiply-adds per second (a fold: rows·n²; the reduction: 4n³/3 for either
+// path). --band 0 stops after the folds.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -27,7 +29,7 @@ double seconds_since(Clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t n = 4000, rows = 8000, one_stage = 1;
+  int64_t n = 4000, rows = 8000, one_stage = 1, folds = 2, band = 1;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
@@ -35,13 +37,19 @@ int main(int argc, char** argv) {
       n = v;
     else if (a == "--rows")
       rows = v;
+    else if (a == "--folds")
+      folds = v;
+    else if (a == "--band")
+      band = v;
     else if (a == "--one_stage")
       one_stage = v;
     else if (a == "--threads")
       mg::set_num_threads(static_cast<int>(v));
     else {
-      std::fprintf(stderr, "bench_svd: unknown flag %s (--n, --rows, --one_stage, --threads)\n",
-                   a.c_str());
+      std::fprintf(
+          stderr,
+          "bench_svd: unknown flag %s (--n, --rows, --folds, --one_stage, --band, --threads)\n",
+          a.c_str());
       return 2;
     }
   }
@@ -52,15 +60,17 @@ int main(int argc, char** argv) {
     std::vector<double> block(static_cast<size_t>(rows * n));  // row-major [rows, n]
     for (double& v : block) v = g(rng);
     mg::TallQR qr(n);
-    qr.add_rows(block.data(), rows);  // the first fold: R is still zero
-    const auto t0 = Clock::now();
-    qr.add_rows(block.data(), rows);  // a later one: [R; block]
-    const double s = seconds_since(t0);
-    // The QR of (n + rows) x n: 2(n + rows)n² − 2n³/3 flops, half of them multiply-adds.
-    const double madds = (double(n + rows) * n * n - nnn / 3) / 1e9;
-    std::printf("fold %lld rows into R (n = %lld): %.2f s, %.1f G multiply-adds/s\n",
-                static_cast<long long>(rows), static_cast<long long>(n), s, madds / s);
+    for (int fold = 0; fold < folds; ++fold) {
+      const auto t0 = Clock::now();
+      qr.add_rows(block.data(), rows);
+      const double s = seconds_since(t0);
+      // R stays triangular: rows·n² multiply-adds (analysis/svd.cpp).
+      const double madds = double(rows) * n * n / 1e9;
+      std::printf("fold %lld rows into R (n = %lld): %.2f s, %.1f G multiply-adds/s\n",
+                  static_cast<long long>(rows), static_cast<long long>(n), s, madds / s);
+    }
   }
+  if (!band) return 0;
   std::vector<double> a(static_cast<size_t>(n * n));
   for (double& v : a) v = g(rng);
   std::vector<double> d, e;
@@ -73,10 +83,10 @@ int main(int argc, char** argv) {
                 s, 4 * nnn / 3 / s / 1e9);
   }
   auto t0 = Clock::now();
-  mg::reduce_to_band(a, n, 32);
+  mg::reduce_to_band(a, n, 48);
   const double band_s = seconds_since(t0);
   t0 = Clock::now();
-  mg::band_to_bidiagonal(a, n, 32, d, e);
+  mg::band_to_bidiagonal(a, n, 48, d, e);
   const double chase_s = seconds_since(t0);
   std::printf(
       "two stages n = %lld: %.2f s (to the band %.2f s, %.1f G multiply-adds/s; the chase "

@@ -18,15 +18,23 @@ namespace {
 
 constexpr int kTileRows = 8, kTilePanels = 3;  // a tile: 8 lanes of a x 3 panels (24 lanes) of b
 
-// out[r][c] = Σ_k a[k*8 + r] · b_p[k*8 + c'] for the np panels b_p: the portable loop.
-void tile_generic(int64_t k_len, const double* a, const double* const* b, int np,
+// Where a tile reads its 8 lanes of a: lane r's element k at p[r*ls + k*ks]. A packed panel is
+// (ls, ks) = (1, 8); a matrix read in place (LanesF64) has its own strides.
+struct ATile {
+  const double* p;
+  int64_t ls, ks;
+  bool packed() const { return ls == 1 && ks == 8; }
+};
+
+// out[r][c] = Σ_k a_r[k] · b_p[k*8 + c'] for the np panels b_p: the portable loop.
+void tile_generic(int64_t k_len, ATile a, const double* const* b, int np,
                   double out[kTileRows][8 * kTilePanels]) {
   for (int r = 0; r < kTileRows; ++r)
     for (int c = 0; c < 8 * kTilePanels; ++c) out[r][c] = 0;
   for (int p = 0; p < np; ++p)
     for (int64_t k = 0; k < k_len; ++k)
       for (int r = 0; r < kTileRows; ++r) {
-        const double av = a[k * 8 + r];
+        const double av = a.p[r * a.ls + k * a.ks];
 #pragma omp simd
         for (int c = 0; c < 8; ++c) out[r][8 * p + c] += av * b[p][k * 8 + c];
       }
@@ -35,22 +43,26 @@ void tile_generic(int64_t k_len, const double* a, const double* const* b, int np
 #ifdef MG_F64_X86
 // The same sums with 8 x 3 zmm accumulators: per k, 3 loads of b, 8 broadcasts of a, 24 FMAs
 // (the FMA pipes, not the loads, are the limit), each accumulator one chain over k in order.
-template <int NP>
-__attribute__((target("avx512f"))) void tile_avx512(int64_t k_len, const double* a,
-                                                    const double* const* b,
+// kPacked: a is a packed panel (its 8 lanes side by side at each k); else each lane is read where
+// it lies.
+template <int NP, bool kPacked>
+__attribute__((target("avx512f"))) void tile_avx512(int64_t k_len, ATile a, const double* const* b,
                                                     double out[kTileRows][8 * kTilePanels]) {
   __m512d acc[kTileRows][NP];
   for (int r = 0; r < kTileRows; ++r)
     for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_pd();
   const double* bp[NP];
   for (int p = 0; p < NP; ++p) bp[p] = b[p];
+  const double* ar[kTileRows];
+  for (int r = 0; r < kTileRows; ++r) ar[r] = a.p + r * a.ls;
+  const int64_t ks = a.ks;
 #pragma GCC unroll 2
   for (int64_t k = 0; k < k_len; ++k) {
     __m512d bv[NP];
     for (int p = 0; p < NP; ++p) bv[p] = _mm512_loadu_pd(bp[p] + k * 8);
 #pragma GCC unroll 8
     for (int r = 0; r < kTileRows; ++r) {
-      const __m512d av = _mm512_set1_pd(a[k * 8 + r]);
+      const __m512d av = _mm512_set1_pd(kPacked ? a.p[k * 8 + r] : ar[r][k * ks]);
       for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_fmadd_pd(av, bv[p], acc[r][p]);
     }
   }
@@ -64,50 +76,102 @@ bool have_avx512() {
 }
 #endif
 
-// One tile of C: rows g*8.. of a, columns of the panels [p0, p0+np) of b.
-void tile(int64_t k_len, const double* a, const double* const* b, int np,
+// One tile of C: the 8 lanes of a at `a`, columns of the np panels b.
+void tile(int64_t k_len, ATile a, const double* const* b, int np,
           double out[kTileRows][8 * kTilePanels]) {
 #ifdef MG_F64_X86
   if (have_avx512()) {
-    if (np == 3) return tile_avx512<3>(k_len, a, b, out);
-    if (np == 2) return tile_avx512<2>(k_len, a, b, out);
-    return tile_avx512<1>(k_len, a, b, out);
+    if (a.packed()) {
+      if (np == 3) return tile_avx512<3, true>(k_len, a, b, out);
+      if (np == 2) return tile_avx512<2, true>(k_len, a, b, out);
+      return tile_avx512<1, true>(k_len, a, b, out);
+    }
+    if (np == 3) return tile_avx512<3, false>(k_len, a, b, out);
+    if (np == 2) return tile_avx512<2, false>(k_len, a, b, out);
+    return tile_avx512<1, false>(k_len, a, b, out);
   }
 #endif
   tile_generic(k_len, a, b, np, out);
 }
 
-void check_k(const PanelsF64& a, const PanelsF64& b, const char* what) {
+// The a operand of a product: packed panels, or a matrix's lanes read in place (a last panel of
+// fewer than 8 lanes is packed, so no tile reads past the matrix).
+struct ASource {
+  int64_t lanes, k_len;
+  const PanelsF64* packed = nullptr;
+  LanesF64 in_place{};
+  PanelsF64 tail;
+  explicit ASource(const PanelsF64& p) : lanes(p.lanes), k_len(p.k_len), packed(&p) {}
+  explicit ASource(const LanesF64& l) : lanes(l.lanes), k_len(l.k_len), in_place(l) {
+    const int64_t full = lanes / 8 * 8;
+    if (full < lanes) {
+      tail.lanes = lanes - full, tail.k_len = k_len;
+      tail.data.assign(static_cast<size_t>(8 * k_len), 0.0);
+      for (int64_t c = 0; c < tail.lanes; ++c)
+        for (int64_t k = 0; k < k_len; ++k)
+          tail.data[k * 8 + c] = l.data[(full + c) * l.lane_stride + k * l.k_stride];
+    }
+  }
+  int64_t panels() const { return (lanes + 7) / 8; }
+  ATile at(int64_t g) const {
+    if (packed) return {packed->panel(g), 1, 8};
+    if (g * 8 + 8 > lanes) return {tail.panel(0), 1, 8};
+    return {in_place.data + g * 8 * in_place.lane_stride, in_place.lane_stride, in_place.k_stride};
+  }
+};
+
+void check_k(const ASource& a, const PanelsF64& b, const char* what) {
   if (a.k_len != b.k_len)
     throw std::invalid_argument(std::string(what) + ": operands have " + std::to_string(a.k_len) +
                                 " and " + std::to_string(b.k_len) + " terms per dot product");
 }
 
 // Computes every tile of a·bᵀ that keep(gi, pj) accepts — gi a panel of a (8 rows of C), pj the
-// first of up to 3 panels of b — and hands it to store(row0, col0, out, rows, cols), rows x cols
-// being the part inside C. Tiles are grouped in blocks of 32 x 12 panels (256 x 96 lanes) so a
-// block's panels stay in the caches while its tiles run; threads take blocks as they finish (the
+// first of up to 3 panels of b — and hands it to store(row0, col0, out, rows, cols, first), rows x
+// cols being the part inside C. Tiles are grouped in blocks of 32 x 12 panels (256 x 96 lanes) so
+// a block's panels stay in the caches while its tiles run; threads take blocks as they finish (the
 // Gram's triangle makes the blocks' work uneven), which changes who computes a tile, never how.
+// k_block > 0 splits k into blocks taken in order (first: the first block), each tile's partial
+// sum stored before the next block starts: for a long k (a tall panel's reflections) the b panels
+// of one block then stay in the core's cache while every panel of a streams past them.
+//
+// The order within a block: by default each panel pair of b meets every panel of a in turn. With
+// long_rows, blocks are 8 x 96 panels and each panel of a meets every panel pair of b in turn, so
+// a C whose rows are long (a trailing matrix, column-major: C's "rows" are its columns) is written
+// along each row, 768 elements at a time, where the hardware prefetcher can follow.
 template <typename Keep, typename Store>
-void for_tiles(const PanelsF64& a, const PanelsF64& b, Keep keep, Store store) {
-  constexpr int64_t kBlockA = 32, kBlockB = 4 * kTilePanels;
+void for_tiles(const ASource& a, const PanelsF64& b, Keep keep, Store store, int64_t k_block = 0,
+               bool long_rows = false) {
+  const int64_t kBlockA = long_rows ? 8 : 32, kBlockB = (long_rows ? 32 : 4) * kTilePanels;
   const int64_t a_panels = a.panels(), b_panels = b.panels();
   const int64_t ba = (a_panels + kBlockA - 1) / kBlockA, bb = (b_panels + kBlockB - 1) / kBlockB;
-  const int64_t blocks = ba * bb;
+  const int64_t blocks = ba * bb, kb = k_block > 0 ? k_block : std::max<int64_t>(a.k_len, 1);
+  for (int64_t k0 = 0; k0 < a.k_len || k0 == 0; k0 += kb) {
+    const int64_t k_len = std::min(kb, a.k_len - k0);
 #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && num_threads() > 1)
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t ia = blk / bb, ib = blk % bb;
-    for (int64_t pj = ib * kBlockB; pj < std::min(b_panels, (ib + 1) * kBlockB); pj += kTilePanels)
-      for (int64_t gi = ia * kBlockA; gi < std::min(a_panels, (ia + 1) * kBlockA); ++gi) {
+    for (int64_t blk = 0; blk < blocks; ++blk) {
+      const int64_t ia = blk / bb, ib = blk % bb;
+      const int64_t pj0 = ib * kBlockB, pj1 = std::min(b_panels, (ib + 1) * kBlockB);
+      const int64_t gi0 = ia * kBlockA, gi1 = std::min(a_panels, (ia + 1) * kBlockA);
+      const int64_t pairs = (pj1 - pj0 + kTilePanels - 1) / kTilePanels,
+                    count = pairs * (gi1 - gi0);
+      for (int64_t t = 0; t < count; ++t) {
+        const int64_t gi = gi0 + (long_rows ? t / pairs : t % (gi1 - gi0));
+        const int64_t pj = pj0 + kTilePanels * (long_rows ? t % pairs : t / (gi1 - gi0));
         if (!keep(gi, pj)) continue;
         const int np = static_cast<int>(std::min<int64_t>(kTilePanels, b_panels - pj));
-        const double* bs[kTilePanels] = {b.panel(pj), np > 1 ? b.panel(pj + 1) : nullptr,
-                                         np > 2 ? b.panel(pj + 2) : nullptr};
+        const double* bs[kTilePanels] = {b.panel(pj) + k0 * 8,
+                                         np > 1 ? b.panel(pj + 1) + k0 * 8 : nullptr,
+                                         np > 2 ? b.panel(pj + 2) + k0 * 8 : nullptr};
+        ATile at = a.at(gi);
+        at.p += k0 * at.ks;
         double out[kTileRows][8 * kTilePanels];
-        tile(a.k_len, a.panel(gi), bs, np, out);
+        tile(k_len, at, bs, np, out);
         store(gi * 8, pj * 8, out, std::min<int64_t>(kTileRows, a.lanes - gi * 8),
-              std::min<int64_t>(8 * np, b.lanes - pj * 8));
+              std::min<int64_t>(8 * np, b.lanes - pj * 8), k0 == 0);
       }
+    }
+    if (a.k_len == 0) break;
   }
 }
 
@@ -143,22 +207,54 @@ PanelsF64 pack_columns_f64(const double* src, int64_t ld, int64_t k_len, int64_t
   return p;
 }
 
-void gemm_f64_panels(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc) {
-  check_k(a, b, "gemm_f64_panels");
+namespace {
+
+// gemm_f64_lanes' k blocks: 3 panels of b over 512 k are 96 KB, within a core's L2.
+constexpr int64_t kLanesKBlock = 512;
+
+// C = A·Bᵀ, or C −= A·Bᵀ: each tile written (or subtracted) where it lies in C.
+void gemm_into(const ASource& a, const PanelsF64& b, double* C, int64_t ldc, bool subtract,
+               int64_t k_block, const char* what) {
+  // A subtracted product updates a trailing matrix in place: write along its columns.
+  check_k(a, b, what);
   for_tiles(
       a, b, [](int64_t, int64_t) { return true; },
-      [&](int64_t i0, int64_t j0, const double(*out)[8 * kTilePanels], int64_t rows, int64_t cols) {
-        for (int64_t r = 0; r < rows; ++r)
-          std::memcpy(C + (i0 + r) * ldc + j0, out[r], sizeof(double) * cols);
-      });
+      [&](int64_t i0, int64_t j0, const double(*out)[8 * kTilePanels], int64_t rows, int64_t cols,
+          bool first) {
+        for (int64_t r = 0; r < rows; ++r) {
+          double* c = C + (i0 + r) * ldc + j0;
+          if (subtract)
+            for (int64_t j = 0; j < cols; ++j) c[j] -= out[r][j];
+          else if (first)
+            std::memcpy(c, out[r], sizeof(double) * cols);
+          else
+            for (int64_t j = 0; j < cols; ++j) c[j] += out[r][j];
+        }
+      },
+      k_block, subtract);
+}
+
+}  // namespace
+
+void gemm_f64_panels(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc) {
+  gemm_into(ASource(a), b, C, ldc, false, 0, "gemm_f64_panels");
+}
+
+void gemm_f64_panels_subtract(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc) {
+  gemm_into(ASource(a), b, C, ldc, true, 0, "gemm_f64_panels_subtract");
+}
+
+void gemm_f64_lanes(const LanesF64& a, const PanelsF64& b, double* C, int64_t ldc) {
+  gemm_into(ASource(a), b, C, ldc, false, kLanesKBlock, "gemm_f64_lanes");
 }
 
 void syrk_f64_lower(const PanelsF64& x, double* G, int64_t ldg) {
   // Tiles that reach the lower triangle: the first column of the tile, pj*8, is at most the last
   // row, gi*8 + 7.
   for_tiles(
-      x, x, [](int64_t gi, int64_t pj) { return pj * 8 <= gi * 8 + 7; },
-      [&](int64_t i0, int64_t j0, const double(*out)[8 * kTilePanels], int64_t rows, int64_t cols) {
+      ASource(x), x, [](int64_t gi, int64_t pj) { return pj * 8 <= gi * 8 + 7; },
+      [&](int64_t i0, int64_t j0, const double(*out)[8 * kTilePanels], int64_t rows, int64_t cols,
+          bool) {
         for (int64_t r = 0; r < rows; ++r) {
           double* g = G + (i0 + r) * ldg + j0;
           for (int64_t c = 0; c < cols; ++c) g[c] += out[r][c];

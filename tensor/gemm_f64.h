@@ -35,6 +35,20 @@ PanelsF64 pack_columns_f64(const double* src, int64_t ld, int64_t k_len, int64_t
 // (N = b.lanes), with the same k_len. C row-major with leading dimension ldc.
 void gemm_f64_panels(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc);
 
+// The same product subtracted: C[i,j] −= Σ_k a_i[k] b_j[k] (a Householder panel's update of the
+// matrix it is applied to, analysis/householder.cpp, with no intermediate product).
+void gemm_f64_panels_subtract(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc);
+
+// A matrix's lanes read where they lie, not packed: lane i's element k at
+// data[i*lane_stride + k*k_stride]. For the large operand of a product with a thin one (the
+// trailing matrix a panel of reflections is applied to), packing it would cost as much memory
+// traffic as the product.
+struct LanesF64 {
+  const double* data = nullptr;
+  int64_t lanes = 0, k_len = 0, lane_stride = 0, k_stride = 0;
+};
+void gemm_f64_lanes(const LanesF64& a, const PanelsF64& b, double* C, int64_t ldc);
+
 // G[i,j] += Σ_k x_i[k] x_j[k] for j <= i (the lower triangle; some entries above the diagonal
 // may be written too, with the same sums), G row-major [n,n], n = x.lanes.
 void syrk_f64_lower(const PanelsF64& x, double* G, int64_t ldg);

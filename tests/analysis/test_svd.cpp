@@ -101,6 +101,27 @@ TEST(Svd, TallQrByBlocksGivesTheWholeMatrixsValues) {
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-13) << i;
 }
 
+TEST(Svd, TallQrFoldsAcrossPanelsAndBlocksShorterThanAPanel) {
+  // n = 110: QR panels of 48, 48 and 14 columns, each applied to the columns after it, with R's
+  // rows and the block stored apart; blocks of 20 rows (fewer than a panel's columns), then 130,
+  // then the rest.
+  const int64_t m = 400, n = 110;
+  std::vector<double> sigma(n);
+  for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -6.0 * i / n);
+  const std::vector<double> a = with_singular_values(m, n, sigma, 13);
+  TallQR qr(n);
+  for (int64_t first = 0, rows = 20; first < m; first += rows, rows = first < 150 ? 130 : m) {
+    rows = std::min(rows, m - first);
+    std::vector<double> block(static_cast<size_t>(rows * n));  // row-major
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + first + i];
+    qr.add_rows(block.data(), rows);
+  }
+  EXPECT_EQ(qr.rows_added(), m);
+  const std::vector<double> got = qr.singular_values(), want = descending(sigma);
+  for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-13) << i;
+}
+
 TEST(Svd, RankBetweenTheGramThresholdAndTheStandardOneIsCounted) {
   // 60 singular values of ~1 and 20 of 1e-9: above the standard tolerance σ_max·max(N,V)·ε
   // (~4e-14 here), below what the Gram resolves (σ_max·sqrt(max(N,V)·ε) ~ 2e-7); the rest 0.

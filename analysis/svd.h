@@ -4,11 +4,11 @@
 // only σ above ~sqrt(ε)·σ_max: a MoS model's rank of 822 read as 59 — analysis/spectrum.h.)
 //
 // The path, all in double, all orthogonal transformations (backward stable):
-//   1. a tall m×n matrix (m ≥ n) -> R, its n×n triangular factor (blocked QR: each panel of 32
-//      columns is factored column by column, then applied to the rest as I − V T Vᵀ with two
-//      double GEMMs, analysis/householder.h); taller than memory allows: TallQR, a block of rows
-//      at a time (R of [R; next rows]).
-//   2. R -> an upper bidiagonal B (analysis/bidiagonal.h: to a band of width 32 by panels, then
+//   1. a tall m×n matrix (m ≥ n) -> R, its n×n triangular factor (blocked QR: each panel of 48
+//      columns factored recursively, in halves down to leaves of 16 columns, then applied to the
+//      rest as I − V T Vᵀ with two double GEMMs, analysis/householder.h); taller than memory
+//      allows: TallQR, a block of rows at a time (R of [R; next rows]).
+//   2. R -> an upper bidiagonal B (analysis/bidiagonal.h: to a band of width 48 by panels, then
 //      to bidiagonal by Givens rotations chasing the bulges down the band).
 //   3. the singular values of B are the non-negative eigenvalues of the 2n×2n symmetric
 //      tridiagonal matrix with zero diagonal and B's entries d₀, e₀, d₁, e₁, … beside it (the

@@ -4,9 +4,10 @@
 // singular values. All of PTB valid at V = 10,000 is four folds of 20,000 rows (the last 13,750),
 // then one reduction of n = 10,000 and its values.
 //   build/release/bench/bench_svd [--n 4000] [--rows 8000] [--folds 2] [--one_stage 1] [--band 1]
-//                                 [--threads T]
+//                                 [--width 48] [--threads T]
 // Prints seconds and G multiply-adds per second (a fold: rows·n²; the reduction: 4n³/3 for either
-// path). --band 0 stops after the folds.
+// path). --band 0 stops after the folds;
+// --width: the band's (analysis/bidiagonal.cpp uses 48).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,7 +30,7 @@ double seconds_since(Clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t n = 4000, rows = 8000, one_stage = 1, folds = 2, band = 1;
+  int64_t n = 4000, rows = 8000, one_stage = 1, folds = 2, band = 1, width = 48;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
       rows = v;
     else if (a == "--folds")
       folds = v;
+    else if (a == "--width")
+      width = v;
     else if (a == "--band")
       band = v;
     else if (a == "--one_stage")
@@ -48,7 +51,7 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(
           stderr,
-          "bench_svd: unknown flag %s (--n, --rows, --folds, --one_stage, --band, --threads)\n",
+          "bench_svd: unknown flag %s (--n, --rows, --folds, --one_stage, --band, --width, --threads)\n",
           a.c_str());
       return 2;
     }
@@ -83,10 +86,10 @@ int main(int argc, char** argv) {
                 s, 4 * nnn / 3 / s / 1e9);
   }
   auto t0 = Clock::now();
-  mg::reduce_to_band(a, n, 48);
+  mg::reduce_to_band(a, n, width);
   const double band_s = seconds_since(t0);
   t0 = Clock::now();
-  mg::band_to_bidiagonal(a, n, 48, d, e);
+  mg::band_to_bidiagonal(a, n, width, d, e);
   const double chase_s = seconds_since(t0);
   std::printf(
       "two stages n = %lld: %.2f s (to the band %.2f s, %.1f G multiply-adds/s; the chase "

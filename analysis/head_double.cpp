@@ -55,7 +55,40 @@ void DoubleHead::normalise_logits(double* z) const {
   normalise_log(z, V);
 }
 
-void DoubleHead::block(const float* hf, int64_t rows, double* out, double* components) const {
+bool DoubleHead::mixture_in_probabilities(const double* z, const double* log_pi, double* out,
+                                          std::vector<double>& e, std::vector<double>& p) const {
+  // Component k's unnormalised probabilities e_v = exp(z_v + b_v − m) (m: the largest logit, so
+  // e ≤ 1), times σ(z_v + b_v) for sigsoftmax, which is t / (t + exp(−m)) with t = exp(z_v + b_v −
+  // m): one exp per entry, where the log domain takes two (MoS) or four (MoSig). Then p_v =
+  // Σ_k π_k e_kv / Σ_v e_kv and log p_v. Any step that leaves double's range (logits beyond
+  // ±700, a p below 1e-280) gives the row back to the log-domain path.
+  const bool sig = kind == HeadKind::MoSig;
+  std::fill(p.begin(), p.end(), 0.0);
+  for (int64_t k = 0; k < K; ++k) {
+    const double* zk = z + k * V;
+    double m = -std::numeric_limits<double>::infinity();
+    for (int64_t v = 0; v < V; ++v) m = std::max(m, zk[v] + b[v]);
+    const double c = std::exp(-m);
+    if (sig && !(c > 0 && c < std::numeric_limits<double>::infinity())) return false;
+    double sum = 0;
+    for (int64_t v = 0; v < V; ++v) {
+      const double t = std::exp(zk[v] + b[v] - m);
+      e[v] = sig ? t * t / (t + c) : t;
+      sum += e[v];
+    }
+    const double w = std::exp(log_pi[k]) / sum;
+    if (!(sum > 0 && w < std::numeric_limits<double>::infinity())) return false;
+    for (int64_t v = 0; v < V; ++v) p[v] += w * e[v];
+  }
+  for (int64_t v = 0; v < V; ++v) {
+    if (!(p[v] > 1e-280)) return false;
+    out[v] = std::log(p[v]);
+  }
+  return true;
+}
+
+void DoubleHead::block(const float* hf, int64_t rows, double* out, double* components,
+                       bool log_domain) const {
   // The vectors the decoder multiplies: h itself (softmax heads), the K contexts h_k (mos, mosig:
   // rows*K of them, row n*K + k), or their π-weighted mean (moc).
   const bool mixture = is_mixture(kind);
@@ -97,12 +130,25 @@ void DoubleHead::block(const float* hf, int64_t rows, double* out, double* compo
   double* z = per_row == 1 ? out : components;
   if (!z) own.resize(static_cast<size_t>(lanes * V)), z = own.data();
   gemm_f64_panels(pack_rows_f64(vecs.data(), E, lanes, E), W_panels, z, V);
+  // A mixture's rows in the probability domain where they stay in range (log_probs: no
+  // components wanted); `done` marks them.
+  std::vector<char> done(rows, 0);
+  if (per_row > 1 && !components && !log_domain) {
+#pragma omp parallel
+    {
+      std::vector<double> e(V), p(V);
+#pragma omp for schedule(static)
+      for (int64_t n = 0; n < rows; ++n)
+        done[n] = mixture_in_probabilities(z + n * K * V, &log_pi[n * K], out + n * V, e, p);
+    }
+  }
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < lanes; ++r) normalise_logits(z + r * V);
+  for (int64_t r = 0; r < lanes; ++r)
+    if (!done[r / per_row]) normalise_logits(z + r * V);
   if (per_row == 1) return;
 #pragma omp parallel for schedule(static)
   for (int64_t n = 0; n < rows; ++n)
-    for (int64_t v = 0; v < V; ++v) {  // logsumexp_k(log π_k + log p_k[v])
+    for (int64_t v = 0; v < V && !done[n]; ++v) {  // logsumexp_k(log π_k + log p_k[v])
       const double* lp = &log_pi[n * K];
       const double* c = z + n * K * V + v;
       double mx = -std::numeric_limits<double>::infinity(), s = 0;
@@ -112,13 +158,13 @@ void DoubleHead::block(const float* hf, int64_t rows, double* out, double* compo
     }
 }
 
-std::vector<double> DoubleHead::log_probs(const float* h, int64_t N) const {
+std::vector<double> DoubleHead::log_probs(const float* h, int64_t N, bool log_domain) const {
   std::vector<double> a(static_cast<size_t>(N * V));
   // Blocks of contexts: their K·rows logits [K·rows, V] are the working set (64 x 15 x 10,000
   // doubles, 77 MB, for mos-paper).
   constexpr int64_t kRows = 64;
   for (int64_t n = 0; n < N; n += kRows)
-    block(h + n * H, std::min(kRows, N - n), &a[n * V], nullptr);
+    block(h + n * H, std::min(kRows, N - n), &a[n * V], nullptr, log_domain);
   return a;
 }
 
@@ -130,7 +176,7 @@ double DoubleHead::mean_component_kl(const float* h, int64_t N) const {
   std::vector<double> out(kRows * V), c(kRows * K * V);
   for (int64_t n0 = 0; n0 < N; n0 += kRows) {
     const int64_t rows = std::min(kRows, N - n0);
-    block(h + n0 * H, rows, out.data(), c.data());
+    block(h + n0 * H, rows, out.data(), c.data(), true);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       const double* cr = &c[r * K * V];

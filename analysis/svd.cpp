@@ -69,8 +69,14 @@ void TallQR::add_rows(const double* rows, int64_t count) {
   // R's rows k..k+nb and B, and the work is count·n² multiply-adds, not (n + count)·n² − n³/3.
   const int64_t n = n_;
   std::vector<double> b(static_cast<size_t>(count * n));  // column-major [count, n]
-  for (int64_t j = 0; j < n; ++j)
-    for (int64_t i = 0; i < count; ++i) b[j * count + i] = rows[i * n + j];
+  // Transposed in 64 x 64 tiles, so both sides move whole cache lines (PTB valid: 1.6 GB a fold).
+  constexpr int64_t kTile = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t j0 = 0; j0 < n; j0 += kTile)
+    for (int64_t i0 = 0; i0 < count; i0 += kTile)
+      for (int64_t j = j0; j < std::min(n, j0 + kTile); ++j)
+        for (int64_t i = i0; i < std::min(count, i0 + kTile); ++i)
+          b[j * count + i] = rows[i * n + j];
   std::vector<double> panel;
   for (int64_t k = 0; k < n; k += kPanel) {
     const int64_t nb = std::min(kPanel, n - k), m = nb + count, nc = n - k - nb;

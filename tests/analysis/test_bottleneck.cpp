@@ -35,6 +35,33 @@ TEST(Bottleneck, DoubleHeadMatchesEveryFloatHead) {
   }
 }
 
+TEST(Bottleneck, MixtureInProbabilitiesMatchesTheLogsumexps) {
+  // log Σ_k π_k p_k against the logsumexp reference, for logits of ordinary size and for logits
+  // in the thousands, where probabilities underflow double and the rows must fall back to the
+  // reference (the second case has log-probabilities below log 1e-280 ≈ −645).
+  const int64_t N = 20, V = 40, H = 6, E = 5, K = 3;
+  for (HeadKind kind : {HeadKind::MoS, HeadKind::MoSig})
+    for (float scale : {1.0f, 3000.0f}) {
+      Generator gen(7);
+      std::shared_ptr<OutputHead> head = make_head(kind, V, H, E, K, 0.0f, Tensor(), gen);
+      head->eval();
+      float* w = head->decoder_weight.data();
+      for (int64_t i = 0; i < V * E; ++i) w[i] *= scale;
+      head->decoder_bias.data()[1] = 0.9f;
+      const std::vector<float> hv = Tensor::normal({N, H}, 0.0f, 2.0f, gen).to_vector();
+      const DoubleHead dh(*head);
+      const std::vector<double> got = dh.log_probs(hv.data(), N);
+      const std::vector<double> want = dh.log_probs(hv.data(), N, /*log_domain=*/true);
+      double lowest = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-12 * std::max(1.0, std::fabs(want[i])))
+            << head_kind_name(kind) << " x" << scale << " entry " << i;
+        lowest = std::min(lowest, want[i]);
+      }
+      if (scale > 1) EXPECT_LT(lowest, -700) << "the fallback was not exercised";
+    }
+}
+
 TEST(Bottleneck, ComponentKlIsZeroForIdenticalComponentsAndPositiveOtherwise) {
   Generator gen(5);
   std::shared_ptr<OutputHead> head = make_head(HeadKind::MoS, 20, 6, 4, 3, 0.0f, Tensor(), gen);

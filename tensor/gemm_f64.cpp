@@ -209,8 +209,10 @@ PanelsF64 pack_columns_f64(const double* src, int64_t ld, int64_t k_len, int64_t
 
 namespace {
 
-// gemm_f64_lanes' k blocks: 3 panels of b over 512 k are 96 KB, within a core's L2.
-constexpr int64_t kLanesKBlock = 512;
+// gemm_f64_lanes' k blocks: 3 panels of b over 512 k are 96 KB, within a core's L2. Lanes that
+// step along k by a stride (a matrix's rows) touch a page per k: 128 of them a block (n = 6,000
+// to the band, bench/bench_svd: 11.0-12.5 s against 13.1-15.1 s at 512, 16-17 s at 2,048).
+constexpr int64_t kLanesKBlock = 512, kStridedLanesKBlock = 128;
 
 // C = A·Bᵀ, or C −= A·Bᵀ: each tile written (or subtracted) where it lies in C.
 void gemm_into(const ASource& a, const PanelsF64& b, double* C, int64_t ldc, bool subtract,
@@ -245,7 +247,8 @@ void gemm_f64_panels_subtract(const PanelsF64& a, const PanelsF64& b, double* C,
 }
 
 void gemm_f64_lanes(const LanesF64& a, const PanelsF64& b, double* C, int64_t ldc) {
-  gemm_into(ASource(a), b, C, ldc, false, kLanesKBlock, "gemm_f64_lanes");
+  gemm_into(ASource(a), b, C, ldc, false, a.k_stride == 1 ? kLanesKBlock : kStridedLanesKBlock,
+            "gemm_f64_lanes");
 }
 
 void syrk_f64_lower(const PanelsF64& x, double* G, int64_t ldg) {

@@ -79,8 +79,8 @@ void reduce_to_band(std::vector<double>& a, int64_t n, int64_t b) {
     const int64_t nb = std::min(b, n - k), c0 = k + nb, w = n - c0;
     // QR of columns k..c0 (rows k..n), Qᵀ applied to the columns right of them.
     const PanelReflectors qr = factor_panel(&a[k * n + k], n, n - k, nb);
-    apply_qt_left(qr, &a[c0 * n + k], n, w);
     if (w == 0) break;
+    apply_qt_left(qr, &a[c0 * n + k], n, w);
     // LQ of rows k..c0 right of the panel, as the QR of their transpose P [w, nb]; the row block
     // becomes L (lower triangular in its first nb columns, zero beyond) and Q is applied from the
     // right to the rows below.

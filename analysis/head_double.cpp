@@ -58,22 +58,24 @@ void DoubleHead::normalise_logits(double* z) const {
 bool DoubleHead::mixture_in_probabilities(const double* z, const double* log_pi, double* out,
                                           std::vector<double>& e, std::vector<double>& p) const {
   // Component k's unnormalised probabilities e_v = exp(z_v + b_v − m) (m: the largest logit, so
-  // e ≤ 1), times σ(z_v + b_v) for sigsoftmax, which is t / (t + exp(−m)) with t = exp(z_v + b_v −
-  // m): one exp per entry, where the log domain takes two (MoS) or four (MoSig). Then p_v =
-  // Σ_k π_k e_kv / Σ_v e_kv and log p_v. Any step that leaves double's range (logits beyond
-  // ±700, a p below 1e-280) gives the row back to the log-domain path.
+  // e ≤ 1), times σ(z_v + b_v) for sigsoftmax, which is t / (t + c) with t = exp(z_v + b_v − m) and
+  // c = exp(−m): one exp per entry, where the log domain takes two (MoS) or four (MoSig). MoSig's
+  // e is scaled by 1 + c (the largest then ≤ 1, the scale cancels in p) and formed as t·(t·(1 +
+  // c)/(t + c)), each factor at least the result, so nothing passes through the subnormal range
+  // on its way to a value in range. Then p_v = Σ_k π_k e_kv / Σ_v e_kv and log p_v. A row with a
+  // value out of range (logits beyond ±700, a p below 1e-280) goes back to the log-domain path.
   const bool sig = kind == HeadKind::MoSig;
   std::fill(p.begin(), p.end(), 0.0);
   for (int64_t k = 0; k < K; ++k) {
     const double* zk = z + k * V;
     double m = -std::numeric_limits<double>::infinity();
     for (int64_t v = 0; v < V; ++v) m = std::max(m, zk[v] + b[v]);
-    const double c = std::exp(-m);
-    if (sig && !(c > 0 && c < std::numeric_limits<double>::infinity())) return false;
+    const double c = std::exp(-m), scale = 1 + c;
+    if (sig && !(c > 0 && scale < std::numeric_limits<double>::infinity())) return false;
     double sum = 0;
     for (int64_t v = 0; v < V; ++v) {
       const double t = std::exp(zk[v] + b[v] - m);
-      e[v] = sig ? t * t / (t + c) : t;
+      e[v] = sig ? t * (t * scale / (t + c)) : t;
       sum += e[v];
     }
     const double w = std::exp(log_pi[k]) / sum;

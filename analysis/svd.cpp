@@ -23,11 +23,12 @@ void householder_qr(std::vector<double>& a, int64_t m, int64_t n) {
     throw std::invalid_argument(
         "householder_qr: need a column-major m x n matrix with m >= n, got " +
         std::to_string(a.size()) + " values for " + std::to_string(m) + " x " + std::to_string(n));
-  // Each panel of columns factored column by column, then applied to the rest as matrix products.
+  // Each panel of columns factored (recursively, analysis/householder.h), then applied to the
+  // columns right of it as matrix products.
   for (int64_t k = 0; k < n; k += kPanel) {
     const int64_t nb = std::min(kPanel, n - k);
     const PanelReflectors p = factor_panel(&a[k * m + k], m, m - k, nb);
-    apply_qt_left(p, &a[(k + nb) * m + k], m, n - k - nb);
+    if (k + nb < n) apply_qt_left(p, &a[(k + nb) * m + k], m, n - k - nb);
   }
 }
 
@@ -89,7 +90,8 @@ void TallQR::add_rows(const double* rows, int64_t count) {
     const PanelReflectors p = factor_panel(panel.data(), m, m, nb);
     for (int64_t j = 0; j < nb; ++j)
       std::copy(&panel[j * m], &panel[j * m] + j + 1, &r_[(k + j) * n + k]);
-    apply_qt_left_split(p, nb, &r_[(k + nb) * n + k], n, &b[(k + nb) * count], count, nc);
+    if (nc > 0)
+      apply_qt_left_split(p, nb, &r_[(k + nb) * n + k], n, &b[(k + nb) * count], count, nc);
   }
   rows_ += count;
 }

@@ -182,6 +182,16 @@ echo "bench: --log-stats" >&2
   printf '\n## Training-health statistics (`--log-stats`)\n\n'
   build/release/bench/bench_health --threads "$THREADS" --preset small-mos || echo "bench: bench_health failed" >&2
 } | tee -a bench/RESULTS.md
+# What `mosgrad rank` costs over all of PTB valid (bench/bench_svd.cpp, #25's target: 5 minutes in
+# all): one fold of 20,000 contexts into the 10,000 x 10,000 factor, its reduction to bidiagonal
+# form and the values, and the projection to 73,750 contexts (about 2.5 minutes to run).
+echo "bench: rank's singular values" >&2
+{
+  printf '\n## `mosgrad rank` over all of PTB valid (singular values, random matrices)\n\n```\n'
+  build/release/bench/bench_svd --n 10000 --rows 20000 --folds 1 --one_stage 0 --threads "$THREADS" ||
+    echo "bench: bench_svd failed" >&2
+  printf '```\n'
+} | tee -a bench/RESULTS.md
 # Data parallel on one machine (bench/mpi.sh), once `make MPI=1` has built the MPI program.
 if [ -x build/release-mpi/mosgrad ] && command -v mpirun >/dev/null 2>&1; then
   echo "bench: mpirun -np 2 against one process" >&2

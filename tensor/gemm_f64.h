@@ -1,15 +1,17 @@
 // Double-precision matrix products for the instruments that measure the softmax bottleneck: the
-// head's logits recomputed in double (analysis/head_double.cpp), the blocked Householder QR's
-// products (analysis/svd.cpp), and the Gram matrix AᵀA that analysis/spectrum.cpp keeps for
-// comparison (over all of PTB valid, 73,760 x 10,000: 3.7e12 multiply-adds, an hour as dot
-// products, a minute here).
+// head's logits recomputed in double (analysis/head_double.cpp), the Householder panels' products
+// in the QR and the reduction to bidiagonal form (analysis/householder.cpp), and the Gram matrix
+// AᵀA that analysis/spectrum.cpp keeps for comparison (over all of PTB valid, 73,760 x 10,000:
+// 3.7e12 multiply-adds, an hour as dot products, a minute here).
 //
-// Both are the same loop: an 8 x 24 tile of C held in 24 AVX-512 registers (8 doubles each) while
-// k runs, reading two packed operands, each stored as panels of 8: panel g holds the 8 columns
-// (or rows) 8g..8g+7 of its matrix, k-major, element (k, c) at [k*8 + c], zero-padded past the edge
-// (Goto & van de Geijn's packing with the whole of k in one block: k is at most a few thousand
-// here). A portable loop replaces the kernel where AVX-512 is missing. Every C element is one
-// thread's sum over k in increasing order: the bits do not depend on the thread count.
+// All of them are one loop: an 8 x 24 tile of C held in 24 AVX-512 registers (8 doubles each)
+// while k runs, reading b packed as panels of 8 (panel g holds the 8 columns (or rows) 8g..8g+7 of
+// its matrix, k-major, element (k, c) at [k*8 + c], zero-padded past the edge: Goto & van de
+// Geijn's packing) and a packed the same way or, for gemm_f64_lanes, read where it lies. k runs
+// whole in one pass (a few thousand at most), except in gemm_f64_lanes, whose k (a panel's height,
+// up to 20,000) goes in blocks whose partial sums are added to C in order. A portable loop replaces
+// the kernel where AVX-512 is missing. Every C element is one thread's sums over k in increasing
+// order: the bits do not depend on the thread count.
 #pragma once
 
 #include <cstdint>

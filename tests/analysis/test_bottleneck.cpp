@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "analysis/bottleneck_demo.h"
 #include "analysis/head_double.h"
@@ -59,6 +60,35 @@ TEST(Bottleneck, MixtureInProbabilitiesMatchesTheLogsumexps) {
         lowest = std::min(lowest, want[i]);
       }
       if (scale > 1) EXPECT_LT(lowest, -700) << "the fallback was not exercised";
+      // At ordinary logits the probability domain must have run: its rounding differs somewhere.
+      if (scale == 1)
+        EXPECT_NE(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(double)))
+            << head_kind_name(kind) << ": every row took the log-domain path";
+    }
+}
+
+TEST(Bottleneck, MixtureInProbabilitiesKeepsFarBelowWordsExact) {
+  // Logits from the bias alone, 12 words a step apart: a word 363 below a largest logit of 100
+  // (MoSig's p ≈ e^-626, still in double's range), and every logit far below zero (a largest of
+  // −700, e^{−m} near overflow, words 2 apart): products that would pass through the subnormal
+  // range on the way to a value in range must not, or log p drifts.
+  const int64_t V = 12, H = 4, E = 3, K = 2;
+  for (HeadKind kind : {HeadKind::MoS, HeadKind::MoSig})
+    for (auto [top, step] : {std::pair<float, float>{100, 33}, {-700, 2}}) {
+      Generator gen(9);
+      std::shared_ptr<OutputHead> head = make_head(kind, V, H, E, K, 0.0f, Tensor(), gen);
+      head->eval();
+      float* w = head->decoder_weight.data();
+      for (int64_t i = 0; i < V * E; ++i) w[i] = 0;
+      float* b = head->decoder_bias.data();
+      for (int64_t v = 0; v < V; ++v) b[v] = top - step * static_cast<float>(v);
+      const std::vector<float> hv = Tensor::normal({2, H}, 0.0f, 1.0f, gen).to_vector();
+      const DoubleHead dh(*head);
+      const std::vector<double> got = dh.log_probs(hv.data(), 2);
+      const std::vector<double> want = dh.log_probs(hv.data(), 2, /*log_domain=*/true);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_NEAR(got[i], want[i], 1e-12 * std::max(1.0, std::fabs(want[i])))
+            << head_kind_name(kind) << " top " << top << " entry " << i;
     }
 }
 

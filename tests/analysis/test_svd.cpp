@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
+#include <cstring>
 
 #include "analysis/bidiagonal.h"
 #include "analysis/spectrum.h"
 #include "analysis/svd.h"
+#include "tensor/parallel.h"
 #include "tensor/philox.h"
 
 using namespace mg;
@@ -59,8 +61,15 @@ std::vector<double> descending(std::vector<double> s) {
 }  // namespace
 
 TEST(Svd, KnownSingularValuesAcrossPanelEdges) {
-  for (auto [m, n] :
-       {std::pair<int64_t, int64_t>{40, 7}, {100, 32}, {150, 33}, {300, 97}, {64, 64}}) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{40, 7},
+                      {100, 32},
+                      {150, 33},
+                      {300, 97},
+                      {64, 64},
+                      {120, 48},
+                      {120, 49},
+                      {200, 96},
+                      {250, 113}}) {  // around the 48-wide panels
     std::vector<double> sigma(n);
     for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -8.0 * i / n) * (1 + 0.01 * i);
     const std::vector<double> got =
@@ -181,7 +190,13 @@ void expect_same_values(const std::vector<double>& got, const std::vector<double
 TEST(Bidiagonal, TheBandHasTheMatrixsSingularValues) {
   // Stage 1 alone: the band it leaves (read as a dense matrix, zeros outside) against the input,
   // across band widths that do and do not divide n.
-  for (auto [n, b] : {std::pair<int64_t, int64_t>{40, 4}, {65, 32}, {97, 8}, {50, 7}, {9, 16}}) {
+  for (auto [n, b] : {std::pair<int64_t, int64_t>{40, 4},
+                      {65, 32},
+                      {97, 8},
+                      {50, 7},
+                      {9, 16},
+                      {116, 48},
+                      {120, 48}}) {  // the last LQ panels: fewer columns than b
     const std::vector<double> a = random_square(n, 5 + n);
     std::vector<double> banded = a;
     reduce_to_band(banded, n, b);
@@ -211,4 +226,28 @@ TEST(Bidiagonal, TwoStagesGiveKnownSingularValues) {
   bidiagonalise(a, n, d, e);
   const std::vector<double> got = bidiagonal_singular_values(d, e), want = descending(sigma);
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-13 * want[0]) << i;
+}
+
+TEST(Bidiagonal, SameBitsForAnyThreadCount) {
+  // TallQR's folds and the two-stage reduction: every value is one thread's work in a fixed order.
+  const int64_t m = 300, n = 130;
+  std::vector<double> sigma(n);
+  for (int64_t i = 0; i < n; ++i) sigma[i] = 1.0 / (1 + i);
+  const std::vector<double> a = with_singular_values(m, n, sigma, 19);
+  std::vector<double> block(static_cast<size_t>(m * n));  // row-major
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + i];
+  const int saved = num_threads();
+  std::vector<std::vector<double>> out;
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    TallQR qr(n);
+    qr.add_rows(block.data(), 170);
+    qr.add_rows(block.data() + 170 * n, m - 170);
+    out.push_back(qr.singular_values());
+  }
+  set_num_threads(saved);
+  for (size_t t = 1; t < out.size(); ++t)
+    EXPECT_EQ(0, std::memcmp(out[0].data(), out[t].data(), out[0].size() * sizeof(double)))
+        << "threads " << t + 1;
 }

@@ -119,6 +119,24 @@ PanelReflectors factor_panel(double* a, int64_t lda, int64_t rows, int64_t cols)
   return p;
 }
 
+namespace {
+
+// y [n, k] = w [n, k] T, row by row (T upper triangular: y_i = Σ_{l ≤ i} w_l T[l, i]): both
+// applications' middle step, Tᵀ W as (Wᵀ T)ᵀ from the left, W T from the right.
+std::vector<double> times_t(const PanelReflectors& p, const std::vector<double>& w, int64_t n) {
+  const int64_t k = p.k;
+  std::vector<double> y(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < k; ++i) {
+      double s = 0;
+      for (int64_t l = 0; l <= i; ++l) s += w[r * k + l] * p.t[i * k + l];
+      y[r * k + i] = s;
+    }
+  return y;
+}
+
+}  // namespace
+
 void apply_qt_left(const PanelReflectors& p, double* c, int64_t ldc, int64_t nc) {
   apply_qt_left_split(p, 0, nullptr, 0, c, ldc, nc);
 }
@@ -130,18 +148,13 @@ void apply_qt_left_split(const PanelReflectors& p, int64_t split, double* top, i
   // Wᵀ = (Vᵀ c)ᵀ [nc, k], the bottom's columns read in place, the top's few rows added by loops;
   // Yᵀ = (Tᵀ W)ᵀ; then bottom −= V_bottom Y in one product that subtracts as it goes, top −=
   // V_top Y by loops.
-  std::vector<double> w(static_cast<size_t>(nc * k)), y(static_cast<size_t>(nc * k));
+  std::vector<double> w(static_cast<size_t>(nc * k));
   const double* v_low = p.v.data() + split;
   gemm_f64_lanes({bottom, nc, low, ldb, 1}, pack_rows_f64(v_low, rows, k, low), w.data(), k);
   for (int64_t q = 0; q < nc; ++q)
     for (int64_t j = 0; j < k; ++j)
       for (int64_t i = 0; i < split; ++i) w[q * k + j] += p.v[j * rows + i] * top[q * ldt + i];
-  for (int64_t q = 0; q < nc; ++q)
-    for (int64_t i = 0; i < k; ++i) {
-      double s = 0;
-      for (int64_t l = 0; l <= i; ++l) s += p.t[i * k + l] * w[q * k + l];
-      y[q * k + i] = s;
-    }
+  const std::vector<double> y = times_t(p, w, nc);
   gemm_f64_panels_subtract(pack_rows_f64(y.data(), k, nc, k), pack_columns_f64(v_low, rows, k, low),
                            bottom, ldb);
   for (int64_t q = 0; q < nc; ++q)
@@ -156,14 +169,9 @@ void apply_q_right(const PanelReflectors& p, double* c, int64_t ldc, int64_t nr)
   const int64_t cols = p.rows, k = p.k;
   if (nr == 0 || k == 0) return;
   // W = c V [nr, k], c's rows read in place; Y = W T; then c −= Y Vᵀ, subtracting as it goes.
-  std::vector<double> w(static_cast<size_t>(nr * k)), y(static_cast<size_t>(nr * k));
+  std::vector<double> w(static_cast<size_t>(nr * k));
   gemm_f64_lanes({c, nr, cols, 1, ldc}, pack_rows_f64(p.v.data(), cols, k, cols), w.data(), k);
-  for (int64_t r = 0; r < nr; ++r)
-    for (int64_t j = 0; j < k; ++j) {
-      double s = 0;
-      for (int64_t l = 0; l <= j; ++l) s += w[r * k + l] * p.t[j * k + l];
-      y[r * k + j] = s;
-    }
+  const std::vector<double> y = times_t(p, w, nr);
   gemm_f64_panels_subtract(pack_columns_f64(p.v.data(), cols, k, cols),
                            pack_rows_f64(y.data(), k, nr, k), c, ldc);
 }

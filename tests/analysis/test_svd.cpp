@@ -53,6 +53,15 @@ std::vector<double> with_singular_values(int64_t m, int64_t n, const std::vector
   return a;
 }
 
+// Rows first..first+rows of the column-major m x n matrix a, row-major: a block for TallQR.
+std::vector<double> row_block(const std::vector<double>& a, int64_t m, int64_t n, int64_t first,
+                              int64_t rows) {
+  std::vector<double> block(static_cast<size_t>(rows * n));
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + first + i];
+  return block;
+}
+
 std::vector<double> descending(std::vector<double> s) {
   std::sort(s.begin(), s.end(), std::greater<double>());
   return s;
@@ -100,10 +109,7 @@ TEST(Svd, TallQrByBlocksGivesTheWholeMatrixsValues) {
   TallQR qr(n);
   for (int64_t first = 0; first < m; first += 70) {  // blocks of 70, 70, 70, 20 rows
     const int64_t rows = std::min<int64_t>(70, m - first);
-    std::vector<double> block(static_cast<size_t>(rows * n));  // row-major
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + first + i];
-    qr.add_rows(block.data(), rows);
+    qr.add_rows(row_block(a, m, n, first, rows).data(), rows);
   }
   EXPECT_EQ(qr.rows_added(), m);
   const std::vector<double> got = qr.singular_values(), want = descending(sigma);
@@ -121,10 +127,7 @@ TEST(Svd, TallQrFoldsAcrossPanelsAndBlocksShorterThanAPanel) {
   TallQR qr(n);
   for (int64_t first = 0, rows = 20; first < m; first += rows, rows = first < 150 ? 130 : m) {
     rows = std::min(rows, m - first);
-    std::vector<double> block(static_cast<size_t>(rows * n));  // row-major
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + first + i];
-    qr.add_rows(block.data(), rows);
+    qr.add_rows(row_block(a, m, n, first, rows).data(), rows);
   }
   EXPECT_EQ(qr.rows_added(), m);
   const std::vector<double> got = qr.singular_values(), want = descending(sigma);
@@ -234,9 +237,7 @@ TEST(Bidiagonal, SameBitsForAnyThreadCount) {
   std::vector<double> sigma(n);
   for (int64_t i = 0; i < n; ++i) sigma[i] = 1.0 / (1 + i);
   const std::vector<double> a = with_singular_values(m, n, sigma, 19);
-  std::vector<double> block(static_cast<size_t>(m * n));  // row-major
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) block[i * n + j] = a[j * m + i];
+  const std::vector<double> block = row_block(a, m, n, 0, m);
   const int saved = num_threads();
   std::vector<std::vector<double>> out;
   for (int threads : {1, 2, 3}) {

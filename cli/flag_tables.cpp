@@ -300,6 +300,10 @@ FlagTable reproduce_flags(CommandLine& c) {
                     o.out),
           data_flag(o.data),
           threads_flag(o.threads),
+          choice_flag("device", kRun,
+                      "where train and finetune run (cuda: FP32 on the GPU; dyneval, pointer and "
+                      "rank stay on the CPU)",
+                      o.device, {"cpu", "cuda"}),
           bool_flag("report", in, "only rewrite results.md and valid_curves.svg from results.jsonl",
                     o.report),
           Flag{"runs",

@@ -13,6 +13,7 @@
 #include "analysis/rank.h"
 #include "cli/commands.h"
 #include "cli/reproduce_results.h"
+#include "cuda/backend.h"
 #include "io/atomic_file.h"
 #include "io/read_file.h"
 #include "io/run_lock.h"
@@ -24,6 +25,7 @@
 #include "lm/train.h"
 #include "tensor/gemm.h"
 #include "tensor/parallel.h"
+#include "tensor/tensor.h"
 
 namespace mg {
 
@@ -134,6 +136,8 @@ void epoch_curves(const std::string& metrics, std::vector<double>& ppl, std::vec
 struct Context {
   ReproducePlan plan;
   std::string out, data_dir, precision, commit, cpu;
+  Device device = Device::CPU;  // of the training stages
+  std::string device_name;      // "cpu", or the GPU's description, in every record
   const Corpus* corpus = nullptr;
   ProgressDisplay* display = nullptr;
   std::function<void(const std::string&)> say;
@@ -148,6 +152,7 @@ std::vector<std::string> train_args(const Context& c, const PlanRun& run, bool f
                      c.out + "/runs/" + run.name(), "--data", c.data_dir, "--precision",
                      c.precision, "--test_at_end", "false"});
   if (finetune) a.insert(a.end(), {"--epochs", std::to_string(c.plan.finetune_epochs)});
+  if (c.device == Device::CUDA) a.insert(a.end(), {"--device", "cuda"});
   if (resume) a.push_back("--resume");
   return a;
 }
@@ -281,6 +286,8 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   PathFlags path_flags;  // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
+  c.device = parse_device(options.device);
+  if (c.device == Device::CUDA) require_cuda();  // no GPU or a CPU-only build: refused here
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   fs::create_directories(c.out + "/runs");
   std::unique_ptr<RunLock> lock;
@@ -296,10 +303,12 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   const Corpus corpus = load_corpus(c.data_dir, 1000000);
   c.corpus = &corpus;
   c.commit = source_commit(), c.cpu = cpu_description();
+  c.device_name = c.device == Device::CUDA ? cuda_device_description() : "cpu";
   const ComputePathsScope compute(paths);  // the stages' commands apply their own flags too
   say("plan " + c.plan.name + ": " + c.plan.description + "; " +
       std::to_string(c.plan.runs.size()) + " runs into " + c.out + " (" + c.precision + ", " +
-      std::to_string(num_threads()) + " threads, " + c.cpu + ")");
+      std::to_string(num_threads()) + " threads, " + c.cpu +
+      (c.device == Device::CUDA ? "; training on " + c.device_name : "") + ")");
 
   for (const PlanRun& run : c.plan.runs) {
     if (!run_selected(options.runs, run)) continue;
@@ -315,6 +324,8 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       rec.add("seed", static_cast<int64_t>(run.seed)).add("stage", stage).add("date", utc_now());
       rec.add("commit", c.commit).add("cpu", c.cpu).add("precision", c.precision);
       rec.add("threads", static_cast<int64_t>(num_threads()));
+      const bool trains = stage == "train" || stage == "finetune";
+      rec.add("device", trains ? c.device_name : "cpu");
       std::string command;
       JsonLine fields;
       if (!run_stage(c, run, stage, fields, command)) {

@@ -6,6 +6,10 @@
 //   valid_curves.svg   validation perplexity per epoch of every head, with the seed band
 //   runs/<head>-s<seed>/  each run's directory as `mosgrad train` makes it (checkpoints, metrics)
 //
+// --device cuda trains and finetunes on the GPU (FP32, no TF32: the CPU's numbers to float
+// rounding); dyneval, pointer and rank stay on the CPU. Each line of results.jsonl names the device
+// its stage ran on, so a table that mixes devices says so.
+//
 // Resuming: a stage with a line in results.jsonl is skipped; a training stage that was stopped
 // (Ctrl-C, kill -9, a lost machine with the directory kept) continues from its checkpoint exactly;
 // an evaluation stage that was stopped runs again. Ctrl-C stops a training stage at once (saving
@@ -28,6 +32,7 @@ struct ReproduceOptions {
   std::string out;                // --out (default runs/reproduce-<plan>)
   std::string data;               // --data (resolve_data_dir)
   int64_t threads = 0;            // --threads (0: all cores)
+  std::string device = "cpu";     // --device: where train and finetune run (cpu | cuda)
   bool report = false;            // --report: only rewrite results.md and valid_curves.svg
   std::vector<std::string> runs;  // --runs: only these of the plan's runs ("mos-s1,...")
   std::string command;            // the command line, for the lock file

@@ -144,11 +144,17 @@ double field(const std::vector<StageRecord>& records, const std::string& run,
   return r ? r->number(key) : kNaN;
 }
 
+// A train record from `reproduce --device cuda` (records older than the field trained on the CPU).
+bool trained_on_gpu(const StageRecord* train) {
+  return train && !train->text("device").empty() && train->text("device") != "cpu";
+}
+
 // The best validation perplexity a run had reached after `minutes` of training (NaN when its
-// first epoch ended later, or it has no train record).
+// first epoch ended later, or it has no train record, or it trained on a GPU: minutes on a GPU
+// are not minutes on a CPU).
 double best_by(const std::vector<StageRecord>& records, const std::string& run, double minutes) {
   const StageRecord* r = find_record(records, run, "train");
-  if (!r) return kNaN;
+  if (!r || trained_on_gpu(r)) return kNaN;
   const std::vector<double> ppl = r->numbers("epoch_valid_ppl"), t = r->numbers("epoch_elapsed_s");
   double best = kNaN;
   for (size_t i = 0; i < std::min(ppl.size(), t.size()); ++i)
@@ -188,7 +194,8 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
   }
   md +=
       "\nAt equal wall-clock: the best validation perplexity reached within each budget of "
-      "training time.\n\n| head | 15 min | 60 min | 180 min |\n|---|---|---|---|\n";
+      "training time on a CPU (runs trained on a GPU are left out).\n\n| head | 15 min | 60 min | "
+      "180 min |\n|---|---|---|---|\n";
   for (const auto& [head, runs] : heads) {
     md += "| " + head;
     for (double minutes : {15.0, 60.0, 180.0}) {
@@ -216,8 +223,9 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
           num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
           num("pointer", "test_ppl") +
           (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
-          num("rank", "rank", 0) + " | " + (train ? train->text("precision") : "—") + " | " +
-          (train ? train->text("commit") : "—") + " |\n";
+          num("rank", "rank", 0) + " | " +
+          (train ? train->text("precision") + (trained_on_gpu(train) ? " (GPU)" : "") : "—") +
+          " | " + (train ? train->text("commit") : "—") + " |\n";
   }
   return md;
 }

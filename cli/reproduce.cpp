@@ -137,7 +137,6 @@ struct Context {
   ReproducePlan plan;
   std::string out, data_dir, precision, commit, cpu;
   Device device = Device::CPU;  // of the training stages
-  std::string device_name;      // "cpu", or the GPU's description, in every record
   const Corpus* corpus = nullptr;
   ProgressDisplay* display = nullptr;
   std::function<void(const std::string&)> say;
@@ -181,17 +180,23 @@ double test_ppl(RNNModel& model, const Context& c) {
 bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, JsonLine& rec,
                std::string& command) {
   const std::string dir = c.out + "/runs/" + run.name();
-  if (stage == "train" || stage == "finetune") {
+  if (is_training_stage(stage)) {
     const bool finetune = stage == "finetune";
     const bool resume = fs::exists(dir + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt"));
     if (!finetune && !resume && fs::exists(dir)) fs::remove_all(dir);  // a start that left no state
-    if (!resume) write_run_precision(dir, c.precision);  // what a resume elsewhere must match
+    if (!resume) {  // what a resume elsewhere must match
+      write_run_precision(dir, c.precision);
+      write_run_device(dir, c.device == Device::CUDA ? "cuda" : "cpu");
+    }
     if (finetune && !resume)  // start from the trained model, even if a killed finetune touched it
       fs::copy_file(dir + "/train_best.ckpt", dir + "/best.ckpt",
                     fs::copy_options::overwrite_existing);
     const std::vector<std::string> args = train_args(c, run, finetune, resume);
     command = joined(args);
-    const TrainResult r = train_lm(parse_args(args), *c.corpus, {c.display, nullptr}, finetune);
+    const TrainConfig cfg = parse_args(args);
+    // The device the stage's own flags chose, not the option: what the record says is what ran.
+    rec.add("device", cfg.device == Device::CUDA ? cuda_device_description() : "cpu");
+    const TrainResult r = train_lm(cfg, *c.corpus, {c.display, nullptr}, finetune);
     if (c.display) c.display->finish();
     if (r.stopped) return false;
     if (!finetune) {  // the trained model, kept for finetune to restart from
@@ -207,6 +212,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     rec.add("epoch_valid_ppl", ppl).add("epoch_elapsed_s", elapsed);
     return true;
   }
+  rec.add("device", "cpu");  // the evaluations load the final model on the CPU
   const std::vector<int64_t> valid = slice(c.corpus->valid, c.plan.valid_tokens),
                              test = slice(c.corpus->test, c.plan.test_tokens);
   if (stage == "dyneval") {
@@ -270,7 +276,11 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       throw std::invalid_argument("--runs: plan " + c.plan.name + " has no run '" + name +
                                   "'; its runs are " + known);
     }
+  c.device = parse_device(options.device);
   if (options.report) {
+    if (c.device != Device::CPU)
+      throw std::invalid_argument(
+          "--device cuda: --report true redraws the tables and trains nothing; drop one of them");
     if (!fs::exists(c.out))
       throw std::invalid_argument("--out " + c.out +
                                   " does not exist: --report redraws the tables "
@@ -280,14 +290,19 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
         std::to_string(records.size()) + " results");
     return summary;
   }
+  if (c.device == Device::CUDA) require_cuda();  // no GPU or a CPU-only build: refused here
   c.data_dir = resolve_data_dir(options.data);
   c.precision = results_precision(records, c.plan, c.out);
-  check_runs_can_continue(c.plan, c.out, records, options.runs, c.precision);
+  if (c.device == Device::CUDA && c.precision != "fp32")
+    throw std::invalid_argument("--device cuda trains in fp32, and " + c.out + " with plan '" +
+                                c.plan.name + "' runs in " + c.precision +
+                                " here: use --device cpu, or another --out on a CPU without "
+                                "AVX512_BF16 (where the plan runs in fp32)");
+  check_runs_can_continue(c.plan, c.out, records, options.runs, c.precision,
+                          c.device == Device::CUDA ? "cuda" : "cpu");
   PathFlags path_flags;  // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
-  c.device = parse_device(options.device);
-  if (c.device == Device::CUDA) require_cuda();  // no GPU or a CPU-only build: refused here
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   fs::create_directories(c.out + "/runs");
   std::unique_ptr<RunLock> lock;
@@ -303,12 +318,11 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   const Corpus corpus = load_corpus(c.data_dir, 1000000);
   c.corpus = &corpus;
   c.commit = source_commit(), c.cpu = cpu_description();
-  c.device_name = c.device == Device::CUDA ? cuda_device_description() : "cpu";
   const ComputePathsScope compute(paths);  // the stages' commands apply their own flags too
   say("plan " + c.plan.name + ": " + c.plan.description + "; " +
       std::to_string(c.plan.runs.size()) + " runs into " + c.out + " (" + c.precision + ", " +
       std::to_string(num_threads()) + " threads, " + c.cpu +
-      (c.device == Device::CUDA ? "; training on " + c.device_name : "") + ")");
+      (c.device == Device::CUDA ? "; training on " + cuda_device_description() : "") + ")");
 
   for (const PlanRun& run : c.plan.runs) {
     if (!run_selected(options.runs, run)) continue;
@@ -324,8 +338,6 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       rec.add("seed", static_cast<int64_t>(run.seed)).add("stage", stage).add("date", utc_now());
       rec.add("commit", c.commit).add("cpu", c.cpu).add("precision", c.precision);
       rec.add("threads", static_cast<int64_t>(num_threads()));
-      const bool trains = stage == "train" || stage == "finetune";
-      rec.add("device", trains ? c.device_name : "cpu");
       std::string command;
       JsonLine fields;
       if (!run_stage(c, run, stage, fields, command)) {

@@ -61,12 +61,18 @@ std::string results_precision(const std::vector<StageRecord>& records, const Rep
 // ones (else the file was edited); a run directory started in another precision is refused; and
 // the checkpoints its next stage starts from are here (results.jsonl travels between machines,
 // checkpoints never do). Throws std::runtime_error naming the run, the file and the ways on.
+// A training stage stopped part-way continues only with the --device it started with
+// (runs/<run>/device, "cpu" for a directory from before the flag).
 void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
                              const std::vector<StageRecord>& records,
-                             const std::vector<std::string>& runs, const std::string& precision);
+                             const std::vector<std::string>& runs, const std::string& precision,
+                             const std::string& device);
 bool run_selected(const std::vector<std::string>& runs, const PlanRun& run);
 // DIR/runs/<run>/precision, written when a training stage starts (not when it resumes).
 void write_run_precision(const std::string& dir, const std::string& precision);
+// DIR/runs/<run>/device ("cpu" or "cuda"), written beside it.
+void write_run_device(const std::string& dir, const std::string& device);
+bool is_training_stage(const std::string& stage);  // train, finetune
 
 // The files of DIR.
 std::string results_path(const std::string& out);                      // DIR/results.jsonl

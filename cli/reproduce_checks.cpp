@@ -56,9 +56,19 @@ void write_run_precision(const std::string& dir, const std::string& precision) {
   write_file_atomically(dir + "/precision", precision + "\n");
 }
 
+void write_run_device(const std::string& dir, const std::string& device) {
+  fs::create_directories(dir);
+  write_file_atomically(dir + "/device", device + "\n");
+}
+
+bool is_training_stage(const std::string& stage) {
+  return stage == "train" || stage == "finetune";
+}
+
 void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
                              const std::vector<StageRecord>& records,
-                             const std::vector<std::string>& runs, const std::string& precision) {
+                             const std::vector<std::string>& runs, const std::string& precision,
+                             const std::string& device) {
   for (const PlanRun& run : plan.runs) {
     if (!run_selected(runs, run)) continue;
     bool later_done = false;  // a stage's record after a missing one: the file was edited
@@ -83,6 +93,22 @@ void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
     const auto next = std::find_if(plan.stages.begin(), plan.stages.end(), [&](auto& s) {
       return find_record(records, run.name(), s) == nullptr;
     });
+    // A stopped training stage continues on the device it started on: its record names one
+    // device, and its epochs' times add up across the resumes (a directory from before --device
+    // trained on the CPU).
+    if (next != plan.stages.end() && is_training_stage(*next) &&
+        fs::exists(dir + (*next == "train" ? "/checkpoint.ckpt" : "/finetune.ckpt"))) {
+      std::string started = "cpu";
+      if (fs::exists(dir + "/device")) {
+        started = read_file(dir + "/device", "run device file");
+        started.erase(started.find_last_not_of(" \n\r\t") + 1);
+      }
+      if (started != device)
+        throw std::runtime_error(run.name() + "'s " + *next + " stage started with --device " +
+                                 started + " and would continue with --device " + device +
+                                 ": continue it with --device " + started + ", or remove " + dir +
+                                 " to start that run again");
+    }
     if (next == plan.stages.begin() || next == plan.stages.end()) continue;
     // Finetune starts from train_best.ckpt, or resumes from finetune.ckpt (which also reads the
     // best model so far, best.ckpt); the evaluations read best.ckpt.

@@ -144,9 +144,17 @@ double field(const std::vector<StageRecord>& records, const std::string& run,
   return r ? r->number(key) : kNaN;
 }
 
-// A train record from `reproduce --device cuda` (records older than the field trained on the CPU).
-bool trained_on_gpu(const StageRecord* train) {
-  return train && !train->text("device").empty() && train->text("device") != "cpu";
+// A training record from `reproduce --device cuda` (records older than the field ran on the CPU).
+bool on_gpu(const StageRecord* r) {
+  return r && !r->text("device").empty() && r->text("device") != "cpu";
+}
+
+// Which of a run's training stages ran on a GPU: "" (none), "GPU" (both), "GPU train" or
+// "GPU finetune".
+std::string gpu_stages(const std::vector<StageRecord>& records, const std::string& run) {
+  const bool train = on_gpu(find_record(records, run, "train")),
+             finetune = on_gpu(find_record(records, run, "finetune"));
+  return train && finetune ? "GPU" : train ? "GPU train" : finetune ? "GPU finetune" : "";
 }
 
 // The best validation perplexity a run had reached after `minutes` of training (NaN when its
@@ -154,7 +162,7 @@ bool trained_on_gpu(const StageRecord* train) {
 // are not minutes on a CPU).
 double best_by(const std::vector<StageRecord>& records, const std::string& run, double minutes) {
   const StageRecord* r = find_record(records, run, "train");
-  if (!r || trained_on_gpu(r)) return kNaN;
+  if (!r || on_gpu(r)) return kNaN;
   const std::vector<double> ppl = r->numbers("epoch_valid_ppl"), t = r->numbers("epoch_elapsed_s");
   double best = kNaN;
   for (size_t i = 0; i < std::min(ppl.size(), t.size()); ++i)
@@ -192,6 +200,14 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
           col("pointer", "valid_ppl") + " | " + col("pointer", "test_ppl") + " | " +
           col("rank", "rank", 0) + (std::isfinite(bound) ? strf(" [%.0f]", bound) : "") + " |\n";
   }
+  std::string on_gpus;
+  for (const PlanRun& pr : plan.runs)
+    if (!gpu_stages(records, pr.name()).empty())
+      on_gpus +=
+          (on_gpus.empty() ? "" : ", ") + pr.name() + " (" + gpu_stages(records, pr.name()) + ")";
+  if (!on_gpus.empty())
+    md += "\nTrained on a GPU (fp32, the same recipe to float rounding): " + on_gpus +
+          "; every other stage on a CPU.\n";
   md +=
       "\nAt equal wall-clock: the best validation perplexity reached within each budget of "
       "training time on a CPU (runs trained on a GPU are left out).\n\n| head | 15 min | 60 min | "
@@ -217,15 +233,18 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
     auto num = [&](const std::string& stage, const std::string& key, int digits = 2) {
       return summary({field(records, run, stage, key)}, digits);
     };
-    md += "| " + run + " | " + num("train", "epochs", 0) + " | " +
-          (train ? strf("%.1f", train->number("train_s") / 60) : "—") + " | " +
-          num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
-          num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
-          num("pointer", "test_ppl") +
-          (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
-          num("rank", "rank", 0) + " | " +
-          (train ? train->text("precision") + (trained_on_gpu(train) ? " (GPU)" : "") : "—") +
-          " | " + (train ? train->text("commit") : "—") + " |\n";
+    md +=
+        "| " + run + " | " + num("train", "epochs", 0) + " | " +
+        (train ? strf("%.1f", train->number("train_s") / 60) : "—") + " | " +
+        num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
+        num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
+        num("pointer", "test_ppl") +
+        (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
+        num("rank", "rank", 0) + " | " +
+        (train ? train->text("precision") +
+                     (gpu_stages(records, run).empty() ? "" : " (" + gpu_stages(records, run) + ")")
+               : "—") +
+        " | " + (train ? train->text("commit") : "—") + " |\n";
   }
   return md;
 }

@@ -140,13 +140,11 @@ TEST(Reproduce, AStopInATrainingStageContinuesExactly) {
 
 // --device cuda: train and finetune on the GPU, the evaluation stages on the CPU, and every record
 // says which. Without a GPU (or in a CPU-only build) it is refused before anything is written.
-// The run is softmax-s1: at the quick plan's lr 20 a MoS head's loss spikes (clipped steps) and
-// amplifies float rounding, so CPU and GPU MoS runs part after ~13 steps (measured on an H200:
-// equal to 1e-5 until then, 0.06 in loss by step 36); the softmax run stayed within 1e-5 of
-// the CPU's, so a stage that ran another recipe on the GPU shows.
+// The run is softmax-s1: at lr 20 a MoS head's clipped loss spikes amplify float rounding, and on
+// an H200 the quick plan's mos-s1 followed the CPU's losses to 1e-5 for 12 steps, then parted
+// (1.2e-3 at step 13, 0.06 by step 36); softmax-s1's losses and validation agreed in every printed
+// digit (1e-5), so a stage that ran another recipe on the GPU shows at 1e-4.
 TEST(Reproduce, DeviceCudaTrainsOnTheGpuAndEachRecordSaysWhere) {
-  std::string data;
-  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
   const std::string root = mgtest::temp_dir("reproduce_device");
   ReproduceOptions o;
   o.plan = "quick", o.out = root + "/gpu", o.runs = {"softmax-s1"}, o.device = "cuda";
@@ -161,6 +159,8 @@ TEST(Reproduce, DeviceCudaTrainsOnTheGpuAndEachRecordSaysWhere) {
     EXPECT_FALSE(fs::exists(o.out)) << "refused before any work";
     return;
   }
+  std::string data;
+  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
   EXPECT_FALSE(run_reproduce(o, nullptr, [](const std::string&) {}).interrupted);
   ReproduceOptions cpu = o;
   cpu.out = root + "/cpu", cpu.device = "cpu";
@@ -183,6 +183,45 @@ TEST(Reproduce, DeviceCudaTrainsOnTheGpuAndEachRecordSaysWhere) {
   }
 }
 
+// A training stage stopped part-way continues on the device it started on (its record names one
+// device, its epoch times add up across resumes); a finished stage's successor may use another.
+TEST(Reproduce, AStoppedTrainingStageContinuesOnlyOnItsDevice) {
+  const std::string out = mgtest::temp_dir("reproduce_resume_device");
+  const ReproducePlan plan = reproduce_plan("quick");
+  const std::string dir = out + "/runs/softmax-s1";
+  write_run_precision(dir, "fp32");
+  write_run_device(dir, "cuda");
+  write(dir + "/checkpoint.ckpt", "a stopped train stage");
+  const auto check = [&](const std::vector<StageRecord>& records, const std::string& device) {
+    try {
+      check_runs_can_continue(plan, out, records, {"softmax-s1"}, "fp32", device);
+    } catch (const std::runtime_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  const std::string refused = check({}, "cpu");
+  EXPECT_NE(refused.find("softmax-s1's train stage started with --device cuda and would continue "
+                         "with --device cpu: continue it with --device cuda"),
+            std::string::npos)
+      << refused;
+  EXPECT_EQ(check({}, "cuda"), "accepted");
+  fs::remove(dir + "/device");  // a directory from before --device: it trained on the CPU
+  EXPECT_EQ(check({}, "cpu"), "accepted");
+  EXPECT_NE(check({}, "cuda").find("started with --device cpu"), std::string::npos);
+  // Train finished on the GPU, finetune not started: either device may run it.
+  write_run_device(dir, "cuda");
+  write(dir + "/train_best.ckpt", "the trained model");
+  const std::vector<StageRecord> trained = {
+      StageRecord{parse_json("{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\","
+                             "\"stage\":\"train\",\"precision\":\"fp32\",\"device\":\"GPU\"}")}};
+  EXPECT_EQ(check(trained, "cpu"), "accepted");
+  write(dir + "/finetune.ckpt", "a stopped finetune");  // ... until its finetune has begun
+  write(dir + "/best.ckpt", "its best model so far");
+  EXPECT_NE(check(trained, "cpu").find("softmax-s1's finetune stage started with --device cuda"),
+            std::string::npos);
+}
+
 TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   const std::string out = mgtest::temp_dir("reproduce_errors");
   ReproduceOptions o;
@@ -203,6 +242,15 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
     ADD_FAILURE() << "--report on a missing directory was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--out " + report.out + " does not exist"),
+              std::string::npos)
+        << e.what();
+  }
+  report.device = "cuda";  // --report trains nothing: a --device beside it is a mistake
+  try {
+    run_reproduce(report, nullptr, [](const std::string&) {});
+    ADD_FAILURE() << "--report with --device cuda was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--report true redraws the tables and trains nothing"),
               std::string::npos)
         << e.what();
   }
@@ -332,14 +380,14 @@ TEST(Reproduce, ResultsFileRoundTripsAndTablesSummariseSeeds) {
         .add("seed", int64_t{1})
         .add("stage", "train")
         .add("precision", "fp32")
-        .add("device", device)
+        .add(device.empty() ? "no_device" : "device", device)  // "": a line from before --device
         .add("valid_ppl", valid)
         .add("test_ppl", test)
         .add("epoch_valid_ppl", std::vector<double>{valid + 10, valid})
         .add("epoch_elapsed_s", std::vector<double>{600, 1200})
         .str();
   };
-  append_result(path, line("mos-s1", "mos", 100, 98));
+  append_result(path, line("mos-s1", "mos", 100, 98, ""));
   append_result(path, line("mos-s2", "mos", 104, 102));
   append_result(path, line("softmax-s1", "softmax", 120, std::nan("")));
   append_result(path, line("moc-s1", "moc", 110, 108, "NVIDIA H200 (sm_90, 139.8 GiB)"));
@@ -354,9 +402,14 @@ TEST(Reproduce, ResultsFileRoundTripsAndTablesSummariseSeeds) {
   EXPECT_NE(md.find("| mos | 112.00 ± 2.83 (n=2) | 102.00 ± 2.83 (n=2) | 102.00 ± 2.83 (n=2) |"),
             std::string::npos)
       << md;
-  // A run trained on a GPU: in the perplexity tables, not in the CPU wall-clock one, and marked.
+  // A run trained on a GPU: in the perplexity tables, not in the CPU wall-clock one, and marked;
+  // mos-s1's line has no device (written before the field): a CPU run, counted and unmarked.
   EXPECT_NE(md.find("| moc | 110.00 | 108.00 |"), std::string::npos) << md;
   EXPECT_NE(md.find("| moc | — | — | — |"), std::string::npos) << md;
-  EXPECT_NE(md.find("| 108.00 | — | — | — | — | fp32 (GPU) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 108.00 | — | — | — | — | fp32 (GPU train) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 98.00 | — | — | — | — | fp32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Trained on a GPU (fp32, the same recipe to float rounding): moc-s1 (GPU "
+                    "train); every other stage on a CPU."),
+            std::string::npos)
+      << md;
 }

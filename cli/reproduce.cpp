@@ -147,9 +147,9 @@ std::vector<std::string> train_args(const Context& c, const PlanRun& run, bool f
                                     bool resume) {
   std::vector<std::string> a = {"mosgrad", finetune ? "finetune" : "train"};
   a.insert(a.end(), c.plan.train_flags.begin(), c.plan.train_flags.end());
-  a.insert(a.end(), {"--head", run.head, "--seed", std::to_string(run.seed), "--save",
-                     c.out + "/runs/" + run.name(), "--data", c.data_dir, "--precision",
-                     c.precision, "--test_at_end", "false"});
+  a.insert(a.end(),
+           {"--head", run.head, "--seed", std::to_string(run.seed), "--save", run_dir(c.out, run),
+            "--data", c.data_dir, "--precision", c.precision, "--test_at_end", "false"});
   if (finetune) a.insert(a.end(), {"--epochs", std::to_string(c.plan.finetune_epochs)});
   if (c.device == Device::CUDA) a.insert(a.end(), {"--device", "cuda"});
   if (resume) a.push_back("--resume");
@@ -179,7 +179,7 @@ double test_ppl(RNNModel& model, const Context& c) {
 // Runs one stage and fills its record's own fields; false when a training stage was stopped.
 bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, JsonLine& rec,
                std::string& command) {
-  const std::string dir = c.out + "/runs/" + run.name();
+  const std::string dir = run_dir(c.out, run);
   if (is_training_stage(stage)) {
     const bool finetune = stage == "finetune";
     const bool resume = fs::exists(dir + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt"));

@@ -76,6 +76,7 @@ bool is_training_stage(const std::string& stage);  // train, finetune
 
 // The files of DIR.
 std::string results_path(const std::string& out);                      // DIR/results.jsonl
+std::string run_dir(const std::string& out, const PlanRun& run);       // DIR/runs/<run>
 void write_report(const std::string& out, const ReproducePlan& plan);  // results.md, the figure
 
 }  // namespace mg

@@ -13,13 +13,9 @@ namespace mg {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 std::string run_dir(const std::string& out, const PlanRun& run) {
   return out + "/runs/" + run.name();
 }
-
-}  // namespace
 
 bool run_selected(const std::vector<std::string>& runs, const PlanRun& run) {
   return runs.empty() || std::find(runs.begin(), runs.end(), run.name()) != runs.end();

@@ -186,7 +186,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     if (!finetune && !resume && fs::exists(dir)) fs::remove_all(dir);  // a start that left no state
     if (!resume) {  // what a resume elsewhere must match
       write_run_precision(dir, c.precision);
-      write_run_device(dir, c.device == Device::CUDA ? "cuda" : "cpu");
+      write_run_device(dir, device_name(c.device));
     }
     if (finetune && !resume)  // start from the trained model, even if a killed finetune touched it
       fs::copy_file(dir + "/train_best.ckpt", dir + "/best.ckpt",
@@ -298,8 +298,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
                                 c.plan.name + "' runs in " + c.precision +
                                 " here: use --device cpu, or another --out on a CPU without "
                                 "AVX512_BF16 (where the plan runs in fp32)");
-  check_runs_can_continue(c.plan, c.out, records, options.runs, c.precision,
-                          c.device == Device::CUDA ? "cuda" : "cpu");
+  check_runs_can_continue(c.plan, c.out, records, options.runs, c.precision, device_name(c.device));
   PathFlags path_flags;  // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now

@@ -47,14 +47,30 @@ std::string results_precision(const std::vector<StageRecord>& records, const Rep
   return precision;
 }
 
-void write_run_precision(const std::string& dir, const std::string& precision) {
+namespace {
+
+// A run directory's one-line files (precision, device): what its training started with.
+void write_run_file(const std::string& dir, const std::string& name, const std::string& value) {
   fs::create_directories(dir);
-  write_file_atomically(dir + "/precision", precision + "\n");
+  write_file_atomically(dir + "/" + name, value + "\n");
+}
+// The file's line, or `absent` when the directory has none.
+std::string read_run_file(const std::string& dir, const std::string& name,
+                          const std::string& absent) {
+  if (!fs::exists(dir + "/" + name)) return absent;
+  std::string value = read_file(dir + "/" + name, "run " + name + " file");
+  value.erase(value.find_last_not_of(" \n\r\t") + 1);
+  return value;
+}
+
+}  // namespace
+
+void write_run_precision(const std::string& dir, const std::string& precision) {
+  write_run_file(dir, "precision", precision);
 }
 
 void write_run_device(const std::string& dir, const std::string& device) {
-  fs::create_directories(dir);
-  write_file_atomically(dir + "/device", device + "\n");
+  write_run_file(dir, "device", device);
 }
 
 bool is_training_stage(const std::string& stage) {
@@ -78,9 +94,7 @@ void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
     const std::string dir = run_dir(out, run);
     // A training stage stopped on another machine, its directory copied here: it continues only
     // in the precision it started in (checkpoints do not record it; `train` may resume in either).
-    if (fs::exists(dir + "/precision")) {
-      std::string started = read_file(dir + "/precision", "run precision file");
-      started.erase(started.find_last_not_of(" \n\r\t") + 1);
+    if (const std::string started = read_run_file(dir, "precision", ""); !started.empty()) {
       if (started != precision)
         throw std::runtime_error(dir + " was started in " + started + " and would continue in " +
                                  precision + " here: continue it on a CPU that runs " + started +
@@ -94,11 +108,7 @@ void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
     // trained on the CPU).
     if (next != plan.stages.end() && is_training_stage(*next) &&
         fs::exists(dir + (*next == "train" ? "/checkpoint.ckpt" : "/finetune.ckpt"))) {
-      std::string started = "cpu";
-      if (fs::exists(dir + "/device")) {
-        started = read_file(dir + "/device", "run device file");
-        started.erase(started.find_last_not_of(" \n\r\t") + 1);
-      }
+      const std::string started = read_run_file(dir, "device", "cpu");
       if (started != device)
         throw std::runtime_error(run.name() + "'s " + *next + " stage started with --device " +
                                  started + " and would continue with --device " + device +

@@ -202,9 +202,8 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
   }
   std::string on_gpus;
   for (const PlanRun& pr : plan.runs)
-    if (!gpu_stages(records, pr.name()).empty())
-      on_gpus +=
-          (on_gpus.empty() ? "" : ", ") + pr.name() + " (" + gpu_stages(records, pr.name()) + ")";
+    if (const std::string gpu = gpu_stages(records, pr.name()); !gpu.empty())
+      on_gpus += (on_gpus.empty() ? "" : ", ") + pr.name() + " (" + gpu + ")";
   if (!on_gpus.empty())
     md += "\nTrained on a GPU (fp32, the same recipe to float rounding): " + on_gpus +
           "; every other stage on a CPU.\n";
@@ -230,21 +229,19 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
     const std::string run = pr.name();
     const StageRecord* train = find_record(records, run, "train");
     const StageRecord* ptr = find_record(records, run, "pointer");
+    const std::string gpu = gpu_stages(records, run);
     auto num = [&](const std::string& stage, const std::string& key, int digits = 2) {
       return summary({field(records, run, stage, key)}, digits);
     };
-    md +=
-        "| " + run + " | " + num("train", "epochs", 0) + " | " +
-        (train ? strf("%.1f", train->number("train_s") / 60) : "—") + " | " +
-        num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
-        num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
-        num("pointer", "test_ppl") +
-        (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
-        num("rank", "rank", 0) + " | " +
-        (train ? train->text("precision") +
-                     (gpu_stages(records, run).empty() ? "" : " (" + gpu_stages(records, run) + ")")
-               : "—") +
-        " | " + (train ? train->text("commit") : "—") + " |\n";
+    md += "| " + run + " | " + num("train", "epochs", 0) + " | " +
+          (train ? strf("%.1f", train->number("train_s") / 60) : "—") + " | " +
+          num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
+          num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
+          num("pointer", "test_ppl") +
+          (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
+          num("rank", "rank", 0) + " | " +
+          (train ? train->text("precision") + (gpu.empty() ? "" : " (" + gpu + ")") : "—") + " | " +
+          (train ? train->text("commit") : "—") + " |\n";
   }
   return md;
 }

@@ -9,13 +9,17 @@
 namespace mg {
 
 double householder(double* x, int64_t len) {
-  double tail = 0;
-  for (int64_t i = 1; i < len; ++i) tail += x[i] * x[i];
-  if (tail == 0) return 0;
-  const double alpha = x[0], beta = -std::copysign(std::sqrt(alpha * alpha + tail), alpha);
+  return householder_split(x[0], x + 1, len - 1);
+}
+
+double householder_split(double& head, double* tail, int64_t tail_len) {
+  double tail_sq = 0;
+  for (int64_t i = 0; i < tail_len; ++i) tail_sq += tail[i] * tail[i];
+  if (tail_sq == 0) return 0;
+  const double alpha = head, beta = -std::copysign(std::sqrt(alpha * alpha + tail_sq), alpha);
   const double scale = 1 / (alpha - beta);
-  for (int64_t i = 1; i < len; ++i) x[i] *= scale;
-  x[0] = beta;
+  for (int64_t i = 0; i < tail_len; ++i) tail[i] *= scale;
+  head = beta;
   return (beta - alpha) / beta;
 }
 
@@ -121,48 +125,30 @@ PanelReflectors factor_panel(double* a, int64_t lda, int64_t rows, int64_t cols)
 
 namespace {
 
-// y [n, k] = w [n, k] T, row by row (T upper triangular: y_i = Σ_{l ≤ i} w_l T[l, i]): both
-// applications' middle step, Tᵀ W as (Wᵀ T)ᵀ from the left, W T from the right.
-std::vector<double> times_t(const PanelReflectors& p, const std::vector<double>& w, int64_t n) {
-  const int64_t k = p.k;
+// y [n, k] = w [n, k] T (T upper triangular: y_i = Σ_{l ≤ i} w_l T[l, i]): both applications'
+// middle step, Tᵀ W as (Wᵀ T)ᵀ from the left, W T from the right. One product on the double
+// GEMM, T's zeros below the diagonal included: n·k² multiply-adds, which as a scalar loop had cost
+// as much as the panel's two large products once k grew past ~100 columns.
+std::vector<double> times_t(const std::vector<double>& t, int64_t k, const std::vector<double>& w,
+                            int64_t n) {
   std::vector<double> y(static_cast<size_t>(n * k));
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t i = 0; i < k; ++i) {
-      double s = 0;
-      for (int64_t l = 0; l <= i; ++l) s += w[r * k + l] * p.t[i * k + l];
-      y[r * k + i] = s;
-    }
+  // Lane i of T's packing is T's column i (t[i*k + l], l = 0..k), so y[r, i] = Σ_l w[r, l] T[l, i].
+  gemm_f64_panels(pack_rows_f64(w.data(), k, n, k), pack_rows_f64(t.data(), k, k, k), y.data(), k);
   return y;
 }
 
 }  // namespace
 
 void apply_qt_left(const PanelReflectors& p, double* c, int64_t ldc, int64_t nc) {
-  apply_qt_left_split(p, 0, nullptr, 0, c, ldc, nc);
-}
-
-void apply_qt_left_split(const PanelReflectors& p, int64_t split, double* top, int64_t ldt,
-                         double* bottom, int64_t ldb, int64_t nc) {
-  const int64_t rows = p.rows, k = p.k, low = rows - split;
+  const int64_t rows = p.rows, k = p.k;
   if (nc == 0 || k == 0) return;
-  // Wᵀ = (Vᵀ c)ᵀ [nc, k], the bottom's columns read in place, the top's few rows added by loops;
-  // Yᵀ = (Tᵀ W)ᵀ; then bottom −= V_bottom Y in one product that subtracts as it goes, top −=
-  // V_top Y by loops.
+  // Wᵀ = (Vᵀ c)ᵀ [nc, k], c's columns read in place; Yᵀ = (Tᵀ W)ᵀ; then c −= V Y in one product
+  // that subtracts as it goes.
   std::vector<double> w(static_cast<size_t>(nc * k));
-  const double* v_low = p.v.data() + split;
-  gemm_f64_lanes({bottom, nc, low, ldb, 1}, pack_rows_f64(v_low, rows, k, low), w.data(), k);
-  for (int64_t q = 0; q < nc; ++q)
-    for (int64_t j = 0; j < k; ++j)
-      for (int64_t i = 0; i < split; ++i) w[q * k + j] += p.v[j * rows + i] * top[q * ldt + i];
-  const std::vector<double> y = times_t(p, w, nc);
-  gemm_f64_panels_subtract(pack_rows_f64(y.data(), k, nc, k), pack_columns_f64(v_low, rows, k, low),
-                           bottom, ldb);
-  for (int64_t q = 0; q < nc; ++q)
-    for (int64_t i = 0; i < split; ++i) {
-      double s = 0;
-      for (int64_t j = 0; j < k; ++j) s += p.v[j * rows + i] * y[q * k + j];
-      top[q * ldt + i] -= s;
-    }
+  gemm_f64_lanes({c, nc, rows, ldc, 1}, pack_rows_f64(p.v.data(), rows, k, rows), w.data(), k);
+  const std::vector<double> y = times_t(p.t, k, w, nc);
+  gemm_f64_panels_subtract(pack_rows_f64(y.data(), k, nc, k),
+                           pack_columns_f64(p.v.data(), rows, k, rows), c, ldc);
 }
 
 void apply_q_right(const PanelReflectors& p, double* c, int64_t ldc, int64_t nr) {
@@ -171,9 +157,107 @@ void apply_q_right(const PanelReflectors& p, double* c, int64_t ldc, int64_t nr)
   // W = c V [nr, k], c's rows read in place; Y = W T; then c −= Y Vᵀ, subtracting as it goes.
   std::vector<double> w(static_cast<size_t>(nr * k));
   gemm_f64_lanes({c, nr, cols, 1, ldc}, pack_rows_f64(p.v.data(), cols, k, cols), w.data(), k);
-  const std::vector<double> y = times_t(p, w, nr);
+  const std::vector<double> y = times_t(p.t, k, w, nr);
   gemm_f64_panels_subtract(pack_columns_f64(p.v.data(), cols, k, cols),
                            pack_rows_f64(y.data(), k, nr, k), c, ldc);
+}
+
+// ---- [R; B]: a triangle stacked on a block of rows (TallQR's fold) ----
+
+namespace {
+
+// T of the reflectors whose B parts are the columns of v (count x k, ldv), the top parts being
+// the identity: T_jj = τ_j, T[0:j, j] = −τ_j T[0:j, 0:j] (V[:, 0:j]ᵀ v_j), where V[:, i]ᵀ v_j is
+// the B parts' dot product (the identity's columns are orthogonal).
+std::vector<double> stacked_t(const double* v, int64_t ldv, int64_t count, int64_t k,
+                              const std::vector<double>& tau) {
+  std::vector<double> t(static_cast<size_t>(k * k), 0.0), z(k);
+  for (int64_t j = 0; j < k; ++j) {
+    for (int64_t i = 0; i < j; ++i) {
+      double s = 0;
+      for (int64_t r = 0; r < count; ++r) s += v[i * ldv + r] * v[j * ldv + r];
+      z[i] = s;
+    }
+    for (int64_t i = 0; i < j; ++i) {
+      double s = 0;
+      for (int64_t l = i; l < j; ++l) s += t[l * k + i] * z[l];
+      t[j * k + i] = -tau[j] * s;
+    }
+    t[j * k + j] = tau[j];
+  }
+  return t;
+}
+
+// A leaf of columns, one by one: the reflection of column j maps [top_jj; b_j] onto its first
+// axis (its B part left in b_j) and is applied to the columns right of it, one thread each.
+std::vector<double> factor_stacked_leaf(double* top, int64_t ldt, double* b, int64_t ldb,
+                                        int64_t count, int64_t k) {
+  std::vector<double> tau(k);
+  for (int64_t j = 0; j < k; ++j) {
+    double* v = b + j * ldb;
+    tau[j] = householder_split(top[j * ldt + j], v, count);
+#pragma omp parallel for schedule(static) if (num_threads() > 1 && count * (k - j) > 65536)
+    for (int64_t c = j + 1; c < k; ++c) {
+      double* bc = b + c * ldb;
+      double w = top[c * ldt + j];
+      for (int64_t r = 0; r < count; ++r) w += v[r] * bc[r];
+      w *= tau[j];
+      top[c * ldt + j] -= w;
+      for (int64_t r = 0; r < count; ++r) bc[r] -= w * v[r];
+    }
+  }
+  return stacked_t(b, ldb, count, k, tau);
+}
+
+}  // namespace
+
+std::vector<double> factor_stacked(double* top, int64_t ldt, double* b, int64_t ldb, int64_t count,
+                                   int64_t k) {
+  if (k <= kLeaf) return factor_stacked_leaf(top, ldt, b, ldb, count, k);
+  // In halves, as factor_panel: the left half, its reflections applied to the right half (top
+  // rows 0..k1 and B), the right half (its triangle top[k1:, k1:] stacked on B's right columns),
+  // and T = [T₁ T₁₂; 0 T₂] with T₁₂ = −T₁ (V₁ᵀ V₂) T₂, V₁ᵀ V₂ = B₁ᵀ B₂.
+  const int64_t k1 = (k / 2 + 7) / 8 * 8, k2 = k - k1;
+  const std::vector<double> t1 = factor_stacked(top, ldt, b, ldb, count, k1);
+  apply_stacked_qt(b, ldb, count, k1, t1, top + k1 * ldt, ldt, b + k1 * ldb, ldb, k2);
+  const std::vector<double> t2 =
+      factor_stacked(top + k1 * ldt + k1, ldt, b + k1 * ldb, ldb, count, k2);
+  std::vector<double> m(static_cast<size_t>(k1 * k2));
+  gemm_f64_lanes({b, k1, count, ldb, 1}, pack_rows_f64(b + k1 * ldb, ldb, k2, count), m.data(), k2);
+  std::vector<double> t(static_cast<size_t>(k * k), 0.0);
+  for (int64_t j = 0; j < k1; ++j) std::copy(&t1[j * k1], &t1[j * k1] + k1, &t[j * k]);
+  for (int64_t j = 0; j < k2; ++j) std::copy(&t2[j * k2], &t2[j * k2] + k2, &t[(k1 + j) * k + k1]);
+  std::vector<double> mt(static_cast<size_t>(k1 * k2), 0.0);  // M T₂
+  for (int64_t i = 0; i < k1; ++i)
+    for (int64_t j = 0; j < k2; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l <= j; ++l) s += m[i * k2 + l] * t2[j * k2 + l];
+      mt[i * k2 + j] = s;
+    }
+  for (int64_t i = 0; i < k1; ++i)
+    for (int64_t j = 0; j < k2; ++j) {
+      double s = 0;
+      for (int64_t l = i; l < k1; ++l) s += t1[l * k1 + i] * mt[l * k2 + j];
+      t[(k1 + j) * k + i] = -s;
+    }
+  return t;
+}
+
+void apply_stacked_qt(const double* v, int64_t ldv, int64_t count, int64_t k,
+                      const std::vector<double>& t, double* top, int64_t ldt, double* b,
+                      int64_t ldb, int64_t nc) {
+  if (nc == 0 || k == 0) return;
+  // Wᵀ = (Vᵀ c)ᵀ [nc, k] = topᵀ + (B's columns read in place)ᵀ V_B; Y = W T; top −= Yᵀ (V's top
+  // part is the identity); B −= V_B Yᵀ in one product that subtracts as it goes.
+  std::vector<double> w(static_cast<size_t>(nc * k));
+  gemm_f64_lanes({b, nc, count, ldb, 1}, pack_rows_f64(v, ldv, k, count), w.data(), k);
+  for (int64_t q = 0; q < nc; ++q)
+    for (int64_t j = 0; j < k; ++j) w[q * k + j] += top[q * ldt + j];
+  const std::vector<double> y = times_t(t, k, w, nc);
+  for (int64_t q = 0; q < nc; ++q)
+    for (int64_t j = 0; j < k; ++j) top[q * ldt + j] -= y[q * k + j];
+  gemm_f64_panels_subtract(pack_rows_f64(y.data(), k, nc, k), pack_columns_f64(v, ldv, k, count), b,
+                           ldb);
 }
 
 }  // namespace mg

@@ -7,8 +7,9 @@
 //   1. a tall m×n matrix (m ≥ n) -> R, its n×n triangular factor (blocked QR: each panel of 48
 //      columns factored recursively, in halves down to leaves of 16 columns, then applied to the
 //      rest as I − V T Vᵀ with two double GEMMs, analysis/householder.h); taller than memory
-//      allows: TallQR, a block of rows at a time (R of [R; next rows]).
-//   2. R -> an upper bidiagonal B (analysis/bidiagonal.h: to a band of width 48 by panels, then
+//      allows: TallQR, a block of rows at a time (R of [R; next rows], in panels of 144 columns
+//      whose reflectors' top part is known to be the identity: householder.h's factor_stacked).
+//   2. R -> an upper bidiagonal B (analysis/bidiagonal.h: to a band of width 96 by panels, then
 //      to bidiagonal by Givens rotations chasing the bulges down the band).
 //   3. the singular values of B are the non-negative eigenvalues of the 2n×2n symmetric
 //      tridiagonal matrix with zero diagonal and B's entries d₀, e₀, d₁, e₁, … beside it (the
@@ -36,7 +37,8 @@ class TallQR {
 
  private:
   int64_t n_, rows_ = 0;
-  std::vector<double> r_;  // column-major n×n, upper triangular
+  std::vector<double> r_;      // column-major n×n, upper triangular
+  std::vector<double> block_;  // the block being folded in, column-major [count, n]
 };
 
 // The steps, for tests: the blocked QR of a (column-major m×n, m ≥ n) in place (R in its upper

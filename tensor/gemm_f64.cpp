@@ -126,38 +126,46 @@ void check_k(const ASource& a, const PanelsF64& b, const char* what) {
                                 " and " + std::to_string(b.k_len) + " terms per dot product");
 }
 
+// How for_tiles walks C: tiles grouped in blocks of a_panels x b_panels panels, each block's
+// k in pieces of k (0: whole) taken in order inside the block, and within a piece either each
+// panel triple of b meeting every panel of a in turn (long_rows false) or the other way round.
+struct TileWalk {
+  int64_t a_panels = 32, b_panels = 12, k = 0;
+  bool long_rows = false;
+};
+
 // Computes every tile of a·bᵀ that keep(gi, pj) accepts — gi a panel of a (8 rows of C), pj the
 // first of up to 3 panels of b — and hands it to store(row0, col0, out, rows, cols, first), rows x
-// cols being the part inside C. Tiles are grouped in blocks of 32 x 12 panels (256 x 96 lanes) so
-// a block's panels stay in the caches while its tiles run; threads take blocks as they finish (the
-// Gram's triangle makes the blocks' work uneven), which changes who computes a tile, never how.
-// k_block > 0 splits k into blocks taken in order (first: the first block), each tile's partial
-// sum stored before the next block starts: for a long k (a tall panel's reflections) the b panels
-// of one block then stay in the core's cache while every panel of a streams past them.
-//
-// The order within a block: by default each panel pair of b meets every panel of a in turn. With
-// long_rows, blocks are 8 x 96 panels and each panel of a meets every panel pair of b in turn, so
-// a C whose rows are long (a trailing matrix, column-major: C's "rows" are its columns) is written
-// along each row, 768 elements at a time, where the hardware prefetcher can follow.
-template <typename Keep, typename Store>
-void for_tiles(const ASource& a, const PanelsF64& b, Keep keep, Store store, int64_t k_block = 0,
-               bool long_rows = false) {
-  const int64_t kBlockA = long_rows ? 8 : 32, kBlockB = (long_rows ? 32 : 4) * kTilePanels;
+// cols being the part inside C; prefetch(row0, col0, rows, cols) is called just before the tile's
+// sums. Threads take blocks as they finish (the Gram's triangle makes the blocks' work uneven),
+// which changes who computes a tile, never how. Inside a block the k pieces run in order, each
+// tile's partial sum stored before the next piece (first: the first piece), so the block's part
+// of C stays in the core's L2 while k streams past it (Goto & van de Geijn's loop order: with the
+// pieces outermost, a fold's Vᵀc read and wrote all of its C, 10,000 x 144 doubles, once per 512
+// rows). long_rows suits a C whose rows are long (a trailing matrix, column-major: C's "rows" are
+// its columns): each row is written 24 elements at a time, along its length.
+struct NoPrefetch {
+  void operator()(int64_t, int64_t, int64_t, int64_t) const {}
+};
+
+template <typename Keep, typename Store, typename Prefetch = NoPrefetch>
+void for_tiles(const ASource& a, const PanelsF64& b, Keep keep, Store store, TileWalk walk = {},
+               Prefetch prefetch = {}) {
   const int64_t a_panels = a.panels(), b_panels = b.panels();
-  const int64_t ba = (a_panels + kBlockA - 1) / kBlockA, bb = (b_panels + kBlockB - 1) / kBlockB;
-  const int64_t blocks = ba * bb, kb = k_block > 0 ? k_block : std::max<int64_t>(a.k_len, 1);
-  for (int64_t k0 = 0; k0 < a.k_len || k0 == 0; k0 += kb) {
-    const int64_t k_len = std::min(kb, a.k_len - k0);
+  const int64_t ba = (a_panels + walk.a_panels - 1) / walk.a_panels,
+                bb = (b_panels + walk.b_panels - 1) / walk.b_panels;
+  const int64_t blocks = ba * bb, kb = walk.k > 0 ? walk.k : std::max<int64_t>(a.k_len, 1);
 #pragma omp parallel for schedule(dynamic, 1) if (blocks > 1 && num_threads() > 1)
-    for (int64_t blk = 0; blk < blocks; ++blk) {
-      const int64_t ia = blk / bb, ib = blk % bb;
-      const int64_t pj0 = ib * kBlockB, pj1 = std::min(b_panels, (ib + 1) * kBlockB);
-      const int64_t gi0 = ia * kBlockA, gi1 = std::min(a_panels, (ia + 1) * kBlockA);
-      const int64_t pairs = (pj1 - pj0 + kTilePanels - 1) / kTilePanels,
-                    count = pairs * (gi1 - gi0);
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    const int64_t ia = blk / bb, ib = blk % bb;
+    const int64_t pj0 = ib * walk.b_panels, pj1 = std::min(b_panels, (ib + 1) * walk.b_panels);
+    const int64_t gi0 = ia * walk.a_panels, gi1 = std::min(a_panels, (ia + 1) * walk.a_panels);
+    const int64_t pairs = (pj1 - pj0 + kTilePanels - 1) / kTilePanels, count = pairs * (gi1 - gi0);
+    for (int64_t k0 = 0; k0 < a.k_len || k0 == 0; k0 += kb) {
+      const int64_t k_len = std::min(kb, a.k_len - k0);
       for (int64_t t = 0; t < count; ++t) {
-        const int64_t gi = gi0 + (long_rows ? t / pairs : t % (gi1 - gi0));
-        const int64_t pj = pj0 + kTilePanels * (long_rows ? t % pairs : t / (gi1 - gi0));
+        const int64_t gi = gi0 + (walk.long_rows ? t / pairs : t % (gi1 - gi0));
+        const int64_t pj = pj0 + kTilePanels * (walk.long_rows ? t % pairs : t / (gi1 - gi0));
         if (!keep(gi, pj)) continue;
         const int np = static_cast<int>(std::min<int64_t>(kTilePanels, b_panels - pj));
         const double* bs[kTilePanels] = {b.panel(pj) + k0 * 8,
@@ -165,13 +173,15 @@ void for_tiles(const ASource& a, const PanelsF64& b, Keep keep, Store store, int
                                          np > 2 ? b.panel(pj + 2) + k0 * 8 : nullptr};
         ATile at = a.at(gi);
         at.p += k0 * at.ks;
+        const int64_t rows = std::min<int64_t>(kTileRows, a.lanes - gi * 8),
+                      cols = std::min<int64_t>(8 * np, b.lanes - pj * 8);
+        prefetch(gi * 8, pj * 8, rows, cols);
         double out[kTileRows][8 * kTilePanels];
         tile(k_len, at, bs, np, out);
-        store(gi * 8, pj * 8, out, std::min<int64_t>(kTileRows, a.lanes - gi * 8),
-              std::min<int64_t>(8 * np, b.lanes - pj * 8), k0 == 0);
+        store(gi * 8, pj * 8, out, rows, cols, k0 == 0);
       }
+      if (a.k_len == 0) break;
     }
-    if (a.k_len == 0) break;
   }
 }
 
@@ -209,14 +219,18 @@ PanelsF64 pack_columns_f64(const double* src, int64_t ld, int64_t k_len, int64_t
 
 namespace {
 
-// gemm_f64_lanes' k blocks: 3 panels of b over 512 k are 96 KB, within a core's L2. Lanes that
-// step along k by a stride (a matrix's rows) touch a page per k: 128 of them a block (n = 6,000
-// to the band, bench/bench_svd: 11.0-12.5 s against 13.1-15.1 s at 512, 16-17 s at 2,048).
-constexpr int64_t kLanesKBlock = 512, kStridedLanesKBlock = 128;
+// The walks (bench/bench_svd, n = 4,000 and 10,000, 20,000-row folds). A product into a new C
+// (the Householder panels' Vᵀc, whose k is a fold's 20,000 rows): k in pieces of 512 (128 where
+// the lanes step along k by a stride, touching a page per k), each piece of a block of 256 x 96
+// lanes done before the next, so the block's part of C stays in L2. A subtracted product (the
+// panels' update of the trailing matrix, k = the panel's width): blocks of 64 x 768 lanes, along
+// C's long rows.
+constexpr TileWalk kPanelsWalk{32, 12, 0, false}, kLanesWalk{32, 12, 512, false},
+    kStridedLanesWalk{32, 12, 128, false}, kSubtractWalk{8, 96, 0, true};
 
 // C = A·Bᵀ, or C −= A·Bᵀ: each tile written (or subtracted) where it lies in C.
 void gemm_into(const ASource& a, const PanelsF64& b, double* C, int64_t ldc, bool subtract,
-               int64_t k_block, const char* what) {
+               TileWalk walk, const char* what) {
   // A subtracted product updates a trailing matrix in place: write along its columns.
   check_k(a, b, what);
   for_tiles(
@@ -233,21 +247,30 @@ void gemm_into(const ASource& a, const PanelsF64& b, double* C, int64_t ldc, boo
             for (int64_t j = 0; j < cols; ++j) c[j] += out[r][j];
         }
       },
-      k_block, subtract);
+      walk,
+      [&](int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
+        // The subtracted tile's part of C, read and written after the tile's sums: asked for
+        // before them, so it comes from memory while they run (a trailing matrix is far larger
+        // than the caches; bench/bench_svd's fold: 47 -> 52 G multiply-adds/s in the product).
+        if (!subtract) return;
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t j = 0; j < cols; j += 8)
+            __builtin_prefetch(C + (i0 + r) * ldc + j0 + j, 1, 3);
+      });
 }
 
 }  // namespace
 
 void gemm_f64_panels(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc) {
-  gemm_into(ASource(a), b, C, ldc, false, 0, "gemm_f64_panels");
+  gemm_into(ASource(a), b, C, ldc, false, kPanelsWalk, "gemm_f64_panels");
 }
 
 void gemm_f64_panels_subtract(const PanelsF64& a, const PanelsF64& b, double* C, int64_t ldc) {
-  gemm_into(ASource(a), b, C, ldc, true, 0, "gemm_f64_panels_subtract");
+  gemm_into(ASource(a), b, C, ldc, true, kSubtractWalk, "gemm_f64_panels_subtract");
 }
 
 void gemm_f64_lanes(const LanesF64& a, const PanelsF64& b, double* C, int64_t ldc) {
-  gemm_into(ASource(a), b, C, ldc, false, a.k_stride == 1 ? kLanesKBlock : kStridedLanesKBlock,
+  gemm_into(ASource(a), b, C, ldc, false, a.k_stride == 1 ? kLanesWalk : kStridedLanesWalk,
             "gemm_f64_lanes");
 }
 

@@ -10,8 +10,10 @@
 #include <cfloat>
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "analysis/bidiagonal.h"
+#include "analysis/householder.h"
 #include "analysis/spectrum.h"
 #include "analysis/svd.h"
 #include "tensor/parallel.h"
@@ -117,10 +119,10 @@ TEST(Svd, TallQrByBlocksGivesTheWholeMatrixsValues) {
 }
 
 TEST(Svd, TallQrFoldsAcrossPanelsAndBlocksShorterThanAPanel) {
-  // n = 110: QR panels of 48, 48 and 14 columns, each applied to the columns after it, with R's
-  // rows and the block stored apart; blocks of 20 rows (fewer than a panel's columns), then 130,
-  // then the rest.
-  const int64_t m = 400, n = 110;
+  // n = 300: the fold's panels of 144, 144 and 12 columns, each applied to the columns after it,
+  // with R's rows and the block stored apart; blocks of 20 rows (fewer than a panel's columns),
+  // then 130, then the rest.
+  const int64_t m = 700, n = 300;
   std::vector<double> sigma(n);
   for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -6.0 * i / n);
   const std::vector<double> a = with_singular_values(m, n, sigma, 13);
@@ -132,6 +134,38 @@ TEST(Svd, TallQrFoldsAcrossPanelsAndBlocksShorterThanAPanel) {
   EXPECT_EQ(qr.rows_added(), m);
   const std::vector<double> got = qr.singular_values(), want = descending(sigma);
   for (int64_t i = 0; i < n; ++i) EXPECT_NEAR(got[i], want[i], 1e-13) << i;
+}
+
+TEST(Svd, StackedPanelsMatchTheGenericPanelsOnTheStackedMatrix) {
+  // [R; B] factored with V's top part known to be the identity (factor_stacked, in halves down to
+  // leaves) and its Qᵀ applied to the columns after it, against the same done by the generic
+  // panel on the explicit stacked matrix: the same reflections, so the same R rows and the same
+  // updated B, to rounding. Blocks with fewer and with more rows than the panel's columns.
+  for (auto [k, count, nc] : {std::tuple<int64_t, int64_t, int64_t>{40, 30, 50}, {37, 100, 9}}) {
+    const int64_t cols = k + nc, m = k + count;
+    std::vector<double> top(static_cast<size_t>(k * cols), 0.0), b(count * cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t r = 0; r < std::min<int64_t>(k, c + 1); ++r)
+        top[c * k + r] = philox_uniform(31, c * k + r) - 0.5;
+      for (int64_t r = 0; r < count; ++r)
+        b[c * count + r] = philox_uniform(37, c * count + r) - 0.5;
+    }
+    std::vector<double> full(static_cast<size_t>(m * cols));  // column-major [top; b]
+    for (int64_t c = 0; c < cols; ++c) {
+      std::copy(&top[c * k], &top[c * k] + k, &full[c * m]);
+      std::copy(&b[c * count], &b[c * count] + count, &full[c * m + k]);
+    }
+    const PanelReflectors p = factor_panel(full.data(), m, m, k);
+    apply_qt_left(p, &full[k * m], m, nc);
+    const std::vector<double> t = factor_stacked(top.data(), k, b.data(), count, count, k);
+    apply_stacked_qt(b.data(), count, count, k, t, &top[k * k], k, &b[k * count], count, nc);
+    for (int64_t c = 0; c < cols; ++c) {
+      for (int64_t r = 0; r < std::min<int64_t>(k, c + 1); ++r)
+        EXPECT_NEAR(top[c * k + r], full[c * m + r], 1e-13) << "R[" << r << ", " << c << "]";
+      for (int64_t r = 0; c >= k && r < count; ++r)
+        EXPECT_NEAR(b[c * count + r], full[c * m + k + r], 1e-13) << "B[" << r << ", " << c << "]";
+    }
+  }
 }
 
 TEST(Svd, RankBetweenTheGramThresholdAndTheStandardOneIsCounted) {
@@ -221,8 +255,8 @@ TEST(Bidiagonal, TheChaseKeepsTheBandsSingularValues) {
 
 TEST(Bidiagonal, TwoStagesGiveKnownSingularValues) {
   // Values spread over 10 decades (as a MoS log-probability matrix's are), past the size where
-  // bidiagonalise switches to two stages.
-  const int64_t n = 150;
+  // bidiagonalise switches to two stages (2 x its band of 96).
+  const int64_t n = 250;
   std::vector<double> sigma(n);
   for (int64_t i = 0; i < n; ++i) sigma[i] = std::pow(10.0, -10.0 * i / n) * (1 + 0.01 * i);
   std::vector<double> a = with_singular_values(n, n, sigma, 17), d, e;
@@ -232,8 +266,9 @@ TEST(Bidiagonal, TwoStagesGiveKnownSingularValues) {
 }
 
 TEST(Bidiagonal, SameBitsForAnyThreadCount) {
-  // TallQR's folds and the two-stage reduction: every value is one thread's work in a fixed order.
-  const int64_t m = 300, n = 130;
+  // TallQR's folds (panels of 144) and the two-stage reduction (a band of 96): every value is one
+  // thread's work in a fixed order.
+  const int64_t m = 600, n = 300;
   std::vector<double> sigma(n);
   for (int64_t i = 0; i < n; ++i) sigma[i] = 1.0 / (1 + i);
   const std::vector<double> a = with_singular_values(m, n, sigma, 19);
@@ -243,8 +278,8 @@ TEST(Bidiagonal, SameBitsForAnyThreadCount) {
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
     TallQR qr(n);
-    qr.add_rows(block.data(), 170);
-    qr.add_rows(block.data() + 170 * n, m - 170);
+    qr.add_rows(block.data(), 370);
+    qr.add_rows(block.data() + 370 * n, m - 370);
     out.push_back(qr.singular_values());
   }
   set_num_threads(saved);

@@ -261,7 +261,7 @@ FlagTable pointer_flags(CommandLine& c) {
        double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture (default 0.1)", p.lambda,
                    0, 1),
        bool_flag("grid", ptr,
-                 "choose θ and λ on valid (θ 0.25..1.5, λ 0.05..0.3), then score --split", p.grid),
+                 "choose θ and λ on valid (θ 0.25..64, λ 0.02..0.3), then score --split", p.grid),
        int_flag("bptt", kRun, "segment length of the model's pass (default 70)", p.bptt, 1,
                 kMaxSize)});
   add_path_flags(t, o);

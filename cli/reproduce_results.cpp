@@ -238,7 +238,7 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
           num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
           num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
           num("pointer", "test_ppl") +
-          (ptr ? strf(" (%.2f, %.2f)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
+          (ptr ? strf(" (%.3g, %.3g)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
           num("rank", "rank", 0) + " | " +
           (train ? train->text("precision") + (gpu.empty() ? "" : " (" + gpu + ")") : "—") + " | " +
           (train ? train->text("commit") : "—") + " |\n";

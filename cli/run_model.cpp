@@ -199,17 +199,19 @@ int run_pointer(CommandLine& c) {
     std::printf("grid on valid (window %lld): model alone ppl %.3f\n",
                 static_cast<long long>(p.window), std::exp(model_only_loss(valid)));
     for (const PointerScore& sc : g.scores)
-      std::printf("  theta %.2f lambda %.2f: valid ppl %.3f\n", sc.theta, sc.lambda,
+      std::printf("  theta %.3g lambda %.3g: valid ppl %.3f\n", sc.theta, sc.lambda,
                   std::exp(sc.loss));
-    std::printf("best on valid: theta %.2f lambda %.2f (valid ppl %.3f)\n", g.best.theta,
+    std::printf("best on valid: theta %.3g lambda %.3g (valid ppl %.3f)\n", g.best.theta,
                 g.best.lambda, std::exp(g.best.loss));
+    if (!g.edge.empty())
+      std::printf("note: %s: the best setting may lie outside the grid\n", g.edge.c_str());
     p.theta = g.best.theta, p.lambda = g.best.lambda;
   }
   const PointerStream s = pointer_stream(*lm.model, split_ids(corpus, o.split), p.bptt);
   const double with_cache = pointer_grid(s, p.window, {p.theta}, {p.lambda}).best.loss;
   std::printf(
       "%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
-      "theta %.2f, lambda %.2f) ppl %.3f\n",
+      "theta %.3g, lambda %.3g) ppl %.3f\n",
       o.split.c_str(), static_cast<long long>(s.size()), std::exp(model_only_loss(s)),
       static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
   return 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -108,15 +109,26 @@ PointerGrid pointer_grid(const PointerStream& s, int64_t window, const std::vect
       g.scores.push_back(sc);
       if (g.scores.size() == 1 || sc.loss < g.best.loss) g.best = sc;
     }
+  const auto edge = [&](const std::vector<double>& grid, double best, const char* name) {
+    const auto [lo, hi] = std::minmax_element(grid.begin(), grid.end());
+    if (grid.size() < 2 || (best != *lo && best != *hi)) return;
+    std::ostringstream text;
+    text << (g.edge.empty() ? "" : ", ") << name << " " << best << " is the grid's "
+         << (best == *hi ? "largest" : "smallest");
+    g.edge += text.str();
+  };
+  edge(thetas, g.best.theta, "θ");
+  edge(lambdas, g.best.lambda, "λ");
   return g;
 }
 
 const std::vector<double>& pointer_thetas() {
-  static const std::vector<double> v = {0.25, 0.5, 0.75, 1.0, 1.25, 1.5};
+  static const std::vector<double> v = {0.25, 0.5,  1.0,  1.5,  2.0,  3.0,  4.0, 6.0,
+                                        8.0,  12.0, 16.0, 24.0, 32.0, 48.0, 64.0};
   return v;
 }
 const std::vector<double>& pointer_lambdas() {
-  static const std::vector<double> v = {0.05, 0.1, 0.15, 0.2, 0.25, 0.3};
+  static const std::vector<double> v = {0.02, 0.03, 0.05, 0.075, 0.1, 0.125, 0.15, 0.2, 0.25, 0.3};
   return v;
 }
 

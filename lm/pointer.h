@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "nn/rnn_model.h"
@@ -49,10 +50,12 @@ struct PointerScore {
 };
 
 // Every (θ, λ) of the grid, in grid order (θ outer), and the best of them (the lowest loss; the
-// first on a tie).
+// first on a tie). edge: empty, or which of the best's values is the grid's largest or smallest
+// (of two or more), e.g. "θ 4 is the grid's largest": the optimum may then lie outside the grid.
 struct PointerGrid {
   std::vector<PointerScore> scores;
   PointerScore best;
+  std::string edge;
 };
 PointerGrid pointer_grid(const PointerStream& s, int64_t window, const std::vector<double>& thetas,
                          const std::vector<double>& lambdas);
@@ -66,9 +69,13 @@ struct PointerOptions {
   bool grid = false;     // choose θ, λ on valid from pointer_thetas() × pointer_lambdas()
   int64_t bptt = 70;     // segment length of the model's pass (any length gives the same numbers)
 };
-// The grid Grave et al. search on valid (their Fig. 2 spans these ranges).
-const std::vector<double>& pointer_thetas();   // 0.25, 0.5, 0.75, 1, 1.25, 1.5
-const std::vector<double>& pointer_lambdas();  // 0.05, 0.1, 0.15, 0.2, 0.25, 0.3
+// The grid searched on valid. Grave et al.'s Fig. 2 spans θ 0–1.5 and λ 0.05–0.3 for their
+// models, but θ multiplies h_tᵀ h_i, whose scale comes with the model: the afternoon plan's
+// models all chose θ 1.5, that grid's largest, and over a wider one the softmax-sized ones θ 4–6
+// and a mixture θ 24 (docs/reproduction.md). So θ goes up to 64, by steps of about 1.5x, and λ
+// down to 0.02.
+const std::vector<double>& pointer_thetas();   // 0.25, 0.5, 1, 1.5, 2, 3, ..., 32, 48, 64
+const std::vector<double>& pointer_lambdas();  // 0.02, 0.03, 0.05, 0.075, 0.1, ..., 0.3
 
 // The model alone on the same stream: mean NLL of p_model (the baseline the cache is compared to).
 double model_only_loss(const PointerStream& s);

@@ -115,6 +115,10 @@ TEST(Pointer, TheCacheHelpsOnRepeatedTextAndTheGridFindsIt) {
   EXPECT_LT(g.best.loss, model_only_loss(s) - 0.5);
   EXPECT_EQ(g.best.lambda, 0.5);
   for (const PointerScore& sc : g.scores) EXPECT_GE(sc.loss, g.best.loss);
+  // The best λ is the grid's largest: said, so that a user widens the grid.
+  EXPECT_NE(g.edge.find("λ 0.5 is the grid's largest"), std::string::npos) << g.edge;
+  const PointerGrid one = pointer_grid(s, 100, {1.0}, {0.1});
+  EXPECT_EQ(one.edge, "") << "a grid of one value has no edge to speak of";
 }
 
 TEST(Pointer, BadArgumentsAreClearErrors) {

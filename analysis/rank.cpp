@@ -95,6 +95,7 @@ RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const Ra
       t_svd += seconds_since(t0);
     }
     t0 = std::chrono::steady_clock::now();
+    qr.release_block();
     sigma = qr.singular_values();
     t_svd += seconds_since(t0);
   }

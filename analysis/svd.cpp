@@ -70,6 +70,9 @@ std::vector<double> singular_values_tall(std::vector<double> a, int64_t m, int64
 TallQR::TallQR(int64_t n) : n_(n), r_(static_cast<size_t>(n * n), 0.0) {}
 
 void TallQR::add_rows(const double* rows, int64_t count) {
+  if (count < 0)
+    throw std::invalid_argument("TallQR::add_rows: a block of " + std::to_string(count) + " rows");
+  if (count == 0) return;
   // The QR of [R; B], R upper triangular: the reflection for column j needs only R's row j and B
   // (R's rows below j are zero in column j and stay so), so a panel of columns k..k+nb works on
   // R's rows k..k+nb and B, and the work is count·n² multiply-adds, not (n + count)·n² − n³/3.

@@ -33,6 +33,9 @@ class TallQR {
   explicit TallQR(int64_t n);
   void add_rows(const double* rows, int64_t count);  // row-major [count, n]
   std::vector<double> singular_values() const;       // of every row added so far, descending
+  // Frees the buffer kept between folds (count x n doubles, 1.6 GB for PTB valid's blocks) once
+  // no more rows will come, before the reduction of R.
+  void release_block() { std::vector<double>().swap(block_); }
   int64_t rows_added() const { return rows_; }
 
  private:

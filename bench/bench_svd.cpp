@@ -4,11 +4,11 @@
 // singular values. All of PTB valid at V = 10,000 is four folds of 20,000 rows (the last 13,750),
 // then one reduction of n = 10,000 and its values.
 //   build/release/bench/bench_svd [--n 4000] [--rows 8000] [--folds 2] [--one_stage 1] [--band 1]
-//                                 [--width 48] [--threads T]
+//                                 [--width 96] [--threads T]
 // Prints seconds and G multiply-adds per second (a fold: rows·n²; the reduction: 4n³/3 for either
 // path), and with both, the singular values' time over all of PTB valid (73,750 contexts) projected
 // from them. --band 0 stops after the folds;
-// --width: the band's (analysis/bidiagonal.cpp uses 48).
+// --width: the band's (analysis/bidiagonal.cpp uses 96).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +31,7 @@ double seconds_since(Clock::time_point t0) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int64_t n = 4000, rows = 8000, one_stage = 1, folds = 2, band = 1, width = 48;
+  int64_t n = 4000, rows = 8000, one_stage = 1, folds = 2, band = 1, width = 96;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i];
     const int64_t v = std::atoll(argv[i + 1]);

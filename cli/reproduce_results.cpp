@@ -238,8 +238,10 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
           num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
           num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
           num("pointer", "test_ppl") +
-          (ptr ? strf(" (%.3g, %.3g)", ptr->number("theta"), ptr->number("lambda")) : "") + " | " +
-          num("rank", "rank", 0) + " | " +
+          (ptr ? strf(" (%.3g, %.3g%s)", ptr->number("theta"), ptr->number("lambda"),
+                      ptr->text("grid_edge").empty() ? "" : ", grid edge")
+               : "") +
+          " | " + num("rank", "rank", 0) + " | " +
           (train ? train->text("precision") + (gpu.empty() ? "" : " (" + gpu + ")") : "—") + " | " +
           (train ? train->text("commit") : "—") + " |\n";
   }

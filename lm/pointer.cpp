@@ -109,16 +109,19 @@ PointerGrid pointer_grid(const PointerStream& s, int64_t window, const std::vect
       g.scores.push_back(sc);
       if (g.scores.size() == 1 || sc.loss < g.best.loss) g.best = sc;
     }
-  const auto edge = [&](const std::vector<double>& grid, double best, const char* name) {
+  // θ and λ spelled as the command's own output spells them. λ at 0 or 1, its bounds, cannot
+  // have a better value outside the grid.
+  const auto edge = [&](const std::vector<double>& grid, double best, const char* name,
+                        bool bounded) {
     const auto [lo, hi] = std::minmax_element(grid.begin(), grid.end());
-    if (grid.size() < 2 || (best != *lo && best != *hi)) return;
+    if (*lo == *hi || (best != *lo && best != *hi) || (bounded && (best == 0 || best == 1))) return;
     std::ostringstream text;
     text << (g.edge.empty() ? "" : ", ") << name << " " << best << " is the grid's "
          << (best == *hi ? "largest" : "smallest");
     g.edge += text.str();
   };
-  edge(thetas, g.best.theta, "θ");
-  edge(lambdas, g.best.lambda, "λ");
+  edge(thetas, g.best.theta, "theta", false);
+  edge(lambdas, g.best.lambda, "lambda", true);
   return g;
 }
 

@@ -51,7 +51,8 @@ struct PointerScore {
 
 // Every (θ, λ) of the grid, in grid order (θ outer), and the best of them (the lowest loss; the
 // first on a tie). edge: empty, or which of the best's values is the grid's largest or smallest
-// (of two or more), e.g. "θ 4 is the grid's largest": the optimum may then lie outside the grid.
+// (of two or more distinct values), e.g. "theta 4 is the grid's largest": the optimum may then lie
+// outside the grid (never said of λ at 0 or 1, its bounds).
 struct PointerGrid {
   std::vector<PointerScore> scores;
   PointerScore best;

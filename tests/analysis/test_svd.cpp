@@ -141,7 +141,8 @@ TEST(Svd, StackedPanelsMatchTheGenericPanelsOnTheStackedMatrix) {
   // leaves) and its Qᵀ applied to the columns after it, against the same done by the generic
   // panel on the explicit stacked matrix: the same reflections, so the same R rows and the same
   // updated B, to rounding. Blocks with fewer and with more rows than the panel's columns.
-  for (auto [k, count, nc] : {std::tuple<int64_t, int64_t, int64_t>{40, 30, 50}, {37, 100, 9}}) {
+  for (auto [k, count, nc] :
+       {std::tuple<int64_t, int64_t, int64_t>{40, 30, 50}, {37, 100, 9}, {20, 0, 6}}) {
     const int64_t cols = k + nc, m = k + count;
     std::vector<double> top(static_cast<size_t>(k * cols), 0.0), b(count * cols);
     for (int64_t c = 0; c < cols; ++c) {
@@ -266,9 +267,10 @@ TEST(Bidiagonal, TwoStagesGiveKnownSingularValues) {
 }
 
 TEST(Bidiagonal, SameBitsForAnyThreadCount) {
-  // TallQR's folds (panels of 144) and the two-stage reduction (a band of 96): every value is one
-  // thread's work in a fixed order.
-  const int64_t m = 600, n = 300;
+  // TallQR's folds (panels of 144; a first block of 4,600 rows, so the double GEMM takes k in
+  // several pieces and the leaves split their columns among threads) and the two-stage reduction
+  // (a band of 96): every value is one thread's work in a fixed order.
+  const int64_t m = 4800, n = 300;
   std::vector<double> sigma(n);
   for (int64_t i = 0; i < n; ++i) sigma[i] = 1.0 / (1 + i);
   const std::vector<double> a = with_singular_values(m, n, sigma, 19);
@@ -278,8 +280,8 @@ TEST(Bidiagonal, SameBitsForAnyThreadCount) {
   for (int threads : {1, 2, 3}) {
     set_num_threads(threads);
     TallQR qr(n);
-    qr.add_rows(block.data(), 370);
-    qr.add_rows(block.data() + 370 * n, m - 370);
+    qr.add_rows(block.data(), 4600);
+    qr.add_rows(block.data() + 4600 * n, m - 4600);
     out.push_back(qr.singular_values());
   }
   set_num_threads(saved);

@@ -391,8 +391,21 @@ TEST(Reproduce, ResultsFileRoundTripsAndTablesSummariseSeeds) {
   append_result(path, line("mos-s2", "mos", 104, 102));
   append_result(path, line("softmax-s1", "softmax", 120, std::nan("")));
   append_result(path, line("moc-s1", "moc", 110, 108, "NVIDIA H200 (sm_90, 139.8 GiB)"));
+  // A pointer record whose best sits on its grid's edge, with a λ of three digits.
+  append_result(path, JsonLine()
+                          .add("plan", "quick")
+                          .add("run", "mos-s2")
+                          .add("head", "mos")
+                          .add("seed", int64_t{2})
+                          .add("stage", "pointer")
+                          .add("theta", 1.5)
+                          .add("lambda", 0.125)
+                          .add("grid", "6 x 6")
+                          .add("grid_edge", "theta 1.5 is the grid's largest")
+                          .add("test_ppl", 90.0)
+                          .str());
   const auto records = read_results(path);
-  ASSERT_EQ(records.size(), 4u);
+  ASSERT_EQ(records.size(), 5u);
   EXPECT_TRUE(std::isnan(records[2].number("test_ppl"))) << "NaN is written as null";
   const std::string md = results_markdown(records, reproduce_plan("quick"));
   EXPECT_NE(md.find("| mos | 102.00 ± 2.83 (n=2) | 100.00 ± 2.83 (n=2) |"), std::string::npos)
@@ -408,6 +421,7 @@ TEST(Reproduce, ResultsFileRoundTripsAndTablesSummariseSeeds) {
   EXPECT_NE(md.find("| moc | — | — | — |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 108.00 | — | — | — | — | fp32 (GPU train) |"), std::string::npos) << md;
   EXPECT_NE(md.find("| 98.00 | — | — | — | — | fp32 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| 90.00 (1.5, 0.125, grid edge) |"), std::string::npos) << md;
   EXPECT_NE(md.find("Trained on a GPU (fp32, the same recipe to float rounding): moc-s1 (GPU "
                     "train); every other stage on a CPU."),
             std::string::npos)

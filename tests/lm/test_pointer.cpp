@@ -115,10 +115,15 @@ TEST(Pointer, TheCacheHelpsOnRepeatedTextAndTheGridFindsIt) {
   EXPECT_LT(g.best.loss, model_only_loss(s) - 0.5);
   EXPECT_EQ(g.best.lambda, 0.5);
   for (const PointerScore& sc : g.scores) EXPECT_GE(sc.loss, g.best.loss);
-  // The best λ is the grid's largest: said, so that a user widens the grid.
-  EXPECT_NE(g.edge.find("λ 0.5 is the grid's largest"), std::string::npos) << g.edge;
-  const PointerGrid one = pointer_grid(s, 100, {1.0}, {0.1});
-  EXPECT_EQ(one.edge, "") << "a grid of one value has no edge to speak of";
+  // The best θ and λ are both on the grid's edge: said, so that a user widens the grid.
+  EXPECT_EQ(g.edge, "theta " +
+                        std::string(g.best.theta == 100.0 ? "100 is the grid's largest"
+                                                          : "0.01 is the grid's smallest") +
+                        ", lambda 0.5 is the grid's largest");
+  const PointerGrid low = pointer_grid(s, 100, {100.0, 200.0}, {0.5, 0.6});
+  EXPECT_NE(low.edge.find("is the grid's smallest"), std::string::npos) << low.edge;
+  EXPECT_EQ(pointer_grid(s, 100, {1.0}, {0.1}).edge, "") << "one value has no edge to speak of";
+  EXPECT_EQ(pointer_grid(s, 100, {1.0, 1.0}, {0.1, 0.1}).edge, "") << "nor two equal ones";
 }
 
 TEST(Pointer, BadArgumentsAreClearErrors) {

@@ -94,7 +94,7 @@ void TallQR::add_rows(const double* rows, int64_t count) {
   for (int64_t k = 0; k < n; k += kFoldPanel) {
     const int64_t nb = std::min(kFoldPanel, n - k), nc = n - k - nb;
     double* top = &r_[k * n + k];
-    double* bk = &b[k * count];
+    double* bk = b.data() + k * count;
     const std::vector<double> t = factor_stacked(top, n, bk, count, count, nb);
     if (nc > 0)
       apply_stacked_qt(bk, count, count, nb, t, top + nb * n, n, bk + nb * count, count, nc);

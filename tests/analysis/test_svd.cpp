@@ -154,12 +154,12 @@ TEST(Svd, StackedPanelsMatchTheGenericPanelsOnTheStackedMatrix) {
     std::vector<double> full(static_cast<size_t>(m * cols));  // column-major [top; b]
     for (int64_t c = 0; c < cols; ++c) {
       std::copy(&top[c * k], &top[c * k] + k, &full[c * m]);
-      std::copy(&b[c * count], &b[c * count] + count, &full[c * m + k]);
+      std::copy(b.data() + c * count, b.data() + (c + 1) * count, &full[c * m + k]);
     }
     const PanelReflectors p = factor_panel(full.data(), m, m, k);
     apply_qt_left(p, &full[k * m], m, nc);
     const std::vector<double> t = factor_stacked(top.data(), k, b.data(), count, count, k);
-    apply_stacked_qt(b.data(), count, count, k, t, &top[k * k], k, &b[k * count], count, nc);
+    apply_stacked_qt(b.data(), count, count, k, t, &top[k * k], k, b.data() + k * count, count, nc);
     for (int64_t c = 0; c < cols; ++c) {
       for (int64_t r = 0; r < std::min<int64_t>(k, c + 1); ++r)
         EXPECT_NEAR(top[c * k + r], full[c * m + r], 1e-13) << "R[" << r << ", " << c << "]";

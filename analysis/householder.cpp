@@ -35,6 +35,43 @@ namespace {
 
 constexpr int64_t kLeaf = 16;  // columns factored one by one; wider panels split in two
 
+// Column j of T (upper triangular, column-major [k, k]) from z = V[:, 0:j]ᵀ v_j:
+// T_jj = τ_j, T[0:j, j] = −τ_j T[0:j, 0:j] z.
+void set_t_column(std::vector<double>& t, int64_t k, int64_t j, double tau,
+                  const std::vector<double>& z) {
+  for (int64_t i = 0; i < j; ++i) {
+    double s = 0;
+    for (int64_t l = i; l < j; ++l) s += t[l * k + i] * z[l];
+    t[j * k + i] = -tau * s;
+  }
+  t[j * k + j] = tau;
+}
+
+// The T of two panels' reflectors joined (Q₁Q₂ = I − V T Vᵀ, V = [V₁ V₂]): T = [T₁ T₁₂; 0 T₂],
+// T₁₂ = −T₁ (M T₂), for M = V₁ᵀ V₂ [k1, k2] (row-major).
+std::vector<double> joined_t(const std::vector<double>& t1, int64_t k1,
+                             const std::vector<double>& t2, int64_t k2,
+                             const std::vector<double>& m) {
+  const int64_t k = k1 + k2;
+  std::vector<double> t(static_cast<size_t>(k * k), 0.0);
+  for (int64_t j = 0; j < k1; ++j) std::copy(&t1[j * k1], &t1[j * k1] + k1, &t[j * k]);
+  for (int64_t j = 0; j < k2; ++j) std::copy(&t2[j * k2], &t2[j * k2] + k2, &t[(k1 + j) * k + k1]);
+  std::vector<double> mt(static_cast<size_t>(k1 * k2), 0.0);  // M T₂
+  for (int64_t i = 0; i < k1; ++i)
+    for (int64_t j = 0; j < k2; ++j) {
+      double s = 0;
+      for (int64_t l = 0; l <= j; ++l) s += m[i * k2 + l] * t2[j * k2 + l];
+      mt[i * k2 + j] = s;
+    }
+  for (int64_t i = 0; i < k1; ++i)
+    for (int64_t j = 0; j < k2; ++j) {
+      double s = 0;
+      for (int64_t l = i; l < k1; ++l) s += t1[l * k1 + i] * mt[l * k2 + j];
+      t[(k1 + j) * k + i] = -s;
+    }
+  return t;
+}
+
 // The panel column by column: each reflection applied to the panel's other columns at once.
 PanelReflectors factor_leaf(double* a, int64_t lda, int64_t rows, int64_t cols) {
   PanelReflectors p;
@@ -64,12 +101,7 @@ PanelReflectors factor_leaf(double* a, int64_t lda, int64_t rows, int64_t cols) 
       for (int64_t r = j; r < rows; ++r) s += p.v[i * rows + r] * p.v[j * rows + r];
       z[i] = s;
     }
-    for (int64_t i = 0; i < j; ++i) {
-      double s = 0;
-      for (int64_t l = i; l < j; ++l) s += p.t[l * k + i] * z[l];
-      p.t[j * k + i] = -tau[j] * s;
-    }
-    p.t[j * k + j] = tau[j];
+    set_t_column(p.t, k, j, tau[j], z);
   }
   return p;
 }
@@ -101,25 +133,7 @@ PanelReflectors factor_panel(double* a, int64_t lda, int64_t rows, int64_t cols)
   std::vector<double> m(static_cast<size_t>(k1 * k2));
   gemm_f64_lanes({p1.v.data() + k1, k1, rows - k1, rows, 1},
                  pack_rows_f64(p2.v.data(), rows - k1, k2, rows - k1), m.data(), k2);
-  p.t.assign(static_cast<size_t>(k * k), 0.0);
-  for (int64_t j = 0; j < k1; ++j)
-    std::copy(p1.t.begin() + j * k1, p1.t.begin() + (j + 1) * k1, p.t.begin() + j * k);
-  for (int64_t j = 0; j < k2; ++j)
-    std::copy(p2.t.begin() + j * k2, p2.t.begin() + (j + 1) * k2, p.t.begin() + (k1 + j) * k + k1);
-  // T₁₂ = −T₁ (M T₂): first M T₂ [k1, k2], then T₁ times it.
-  std::vector<double> mt(static_cast<size_t>(k1 * k2), 0.0);
-  for (int64_t i = 0; i < k1; ++i)
-    for (int64_t j = 0; j < k2; ++j) {
-      double s = 0;
-      for (int64_t l = 0; l <= j; ++l) s += m[i * k2 + l] * p2.t[j * k2 + l];
-      mt[i * k2 + j] = s;
-    }
-  for (int64_t i = 0; i < k1; ++i)
-    for (int64_t j = 0; j < k2; ++j) {
-      double s = 0;
-      for (int64_t l = i; l < k1; ++l) s += p1.t[l * k1 + i] * mt[l * k2 + j];
-      p.t[(k1 + j) * k + i] = -s;
-    }
+  p.t = joined_t(p1.t, k1, p2.t, k2, m);
   return p;
 }
 
@@ -178,12 +192,7 @@ std::vector<double> stacked_t(const double* v, int64_t ldv, int64_t count, int64
       for (int64_t r = 0; r < count; ++r) s += v[i * ldv + r] * v[j * ldv + r];
       z[i] = s;
     }
-    for (int64_t i = 0; i < j; ++i) {
-      double s = 0;
-      for (int64_t l = i; l < j; ++l) s += t[l * k + i] * z[l];
-      t[j * k + i] = -tau[j] * s;
-    }
-    t[j * k + j] = tau[j];
+    set_t_column(t, k, j, tau[j], z);
   }
   return t;
 }
@@ -224,23 +233,7 @@ std::vector<double> factor_stacked(double* top, int64_t ldt, double* b, int64_t 
       factor_stacked(top + k1 * ldt + k1, ldt, b + k1 * ldb, ldb, count, k2);
   std::vector<double> m(static_cast<size_t>(k1 * k2));
   gemm_f64_lanes({b, k1, count, ldb, 1}, pack_rows_f64(b + k1 * ldb, ldb, k2, count), m.data(), k2);
-  std::vector<double> t(static_cast<size_t>(k * k), 0.0);
-  for (int64_t j = 0; j < k1; ++j) std::copy(&t1[j * k1], &t1[j * k1] + k1, &t[j * k]);
-  for (int64_t j = 0; j < k2; ++j) std::copy(&t2[j * k2], &t2[j * k2] + k2, &t[(k1 + j) * k + k1]);
-  std::vector<double> mt(static_cast<size_t>(k1 * k2), 0.0);  // M T₂
-  for (int64_t i = 0; i < k1; ++i)
-    for (int64_t j = 0; j < k2; ++j) {
-      double s = 0;
-      for (int64_t l = 0; l <= j; ++l) s += m[i * k2 + l] * t2[j * k2 + l];
-      mt[i * k2 + j] = s;
-    }
-  for (int64_t i = 0; i < k1; ++i)
-    for (int64_t j = 0; j < k2; ++j) {
-      double s = 0;
-      for (int64_t l = i; l < k1; ++l) s += t1[l * k1 + i] * mt[l * k2 + j];
-      t[(k1 + j) * k + i] = -s;
-    }
-  return t;
+  return joined_t(t1, k1, t2, k2, m);
 }
 
 void apply_stacked_qt(const double* v, int64_t ldv, int64_t count, int64_t k,

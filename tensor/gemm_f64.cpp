@@ -231,7 +231,6 @@ constexpr TileWalk kPanelsWalk{32, 12, 0, false}, kLanesWalk{32, 12, 512, false}
 // C = A·Bᵀ, or C −= A·Bᵀ: each tile written (or subtracted) where it lies in C.
 void gemm_into(const ASource& a, const PanelsF64& b, double* C, int64_t ldc, bool subtract,
                TileWalk walk, const char* what) {
-  // A subtracted product updates a trailing matrix in place: write along its columns.
   check_k(a, b, what);
   for_tiles(
       a, b, [](int64_t, int64_t) { return true; },

@@ -220,9 +220,11 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     command = strf("mosgrad dyneval --model %s/best.ckpt --lr %g --lamb %g --max_stat_batches %lld",
                    dir.c_str(), d.lr, d.lamb, static_cast<long long>(d.max_stat_batches));
     rec.add("lr", static_cast<double>(d.lr)).add("lamb", static_cast<double>(d.lamb));
-    rec.add("valid_ppl",
-            dynamic_evaluate(*load_final(dir), c.corpus->train, valid, d).perplexity());
-    rec.add("test_ppl", dynamic_evaluate(*load_final(dir), c.corpus->train, test, d).perplexity());
+    // One statistics pass for both texts: it depends only on the final weights (each text then
+    // starts from a fresh copy of them, since dynamic evaluation adapts the model it runs on).
+    const DynevalStats stats = gradient_statistics(*load_final(dir), c.corpus->train, d);
+    rec.add("valid_ppl", dynamic_evaluate(*load_final(dir), stats, valid, d).perplexity());
+    rec.add("test_ppl", dynamic_evaluate(*load_final(dir), stats, test, d).perplexity());
   } else if (stage == "pointer") {
     command = "mosgrad pointer --model " + dir + "/best.ckpt --grid true --window " +
               std::to_string(c.plan.pointer_window);

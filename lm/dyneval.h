@@ -23,10 +23,28 @@ struct DynevalConfig {
   bool mean_squares = false;      // MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)
 };
 
-// Runs the gradient statistics on `train_ids`, then dynamically evaluates `eval_ids` with batch
-// size 1. Modifies the model's weights (they end adapted to the evaluated text): reload to reuse.
-// Returns the loss per target over the evaluated text, weighting the last short segment like the
-// reference (by seq_len / bptt).
+// The gradient statistics, measured once on the training text from the trained weights. They
+// depend only on those weights, so every text evaluated from the same weights (valid and test)
+// shares them: `reproduce` measures them once for both.
+struct DynevalStats {
+  std::vector<std::vector<float>> ms;  // per parameter, per weight: MS (as the update reads it)
+  std::vector<std::vector<float>> decrate;  // per parameter, per weight: min(MS / Σ mean MS, 1/λ)
+  int64_t segments = 0;                     // training segments the statistics ran over
+};
+
+// The gradient statistics pass: forward and backward over `train_ids` batchified into
+// cfg.stat_batch_size columns, in eval mode (no dropout), cfg.bptt tokens at a time.
+DynevalStats gradient_statistics(RNNModel& model, const std::vector<int64_t>& train_ids,
+                                 const DynevalConfig& cfg);
+
+// Dynamically evaluates `eval_ids` with batch size 1 from the model's current weights, which must
+// be the weights `stats` was measured on (θ₀ is read from the model). Modifies the model's weights
+// (they end adapted to the evaluated text): reload to reuse. Returns the loss per target over the
+// evaluated text, weighting the last short segment like the reference (by seq_len / bptt).
+EvalResult dynamic_evaluate(RNNModel& model, const DynevalStats& stats,
+                            const std::vector<int64_t>& eval_ids, const DynevalConfig& cfg);
+
+// Both at once: the statistics on `train_ids`, then `eval_ids`.
 EvalResult dynamic_evaluate(RNNModel& model, const std::vector<int64_t>& train_ids,
                             const std::vector<int64_t>& eval_ids, const DynevalConfig& cfg);
 

@@ -16,6 +16,7 @@
 #include "io/run_lock.h"
 #include "lm/batching.h"
 #include "lm/corpus.h"
+#include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
@@ -100,6 +101,11 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
   const std::vector<int64_t> test(corpus.test.begin(), corpus.test.begin() + plan.test_tokens);
   EXPECT_NEAR(find_record(records, "softmax-s1", "finetune")->number("test_ppl"),
               evaluate(*final_model.model, batchify(test, 1), 70).perplexity(), 1e-6);
+  // dyneval measures its gradient statistics once for valid and test; test must still get what a
+  // dynamic evaluation of test alone gives it (from the final weights, not valid's adapted ones).
+  const LoadedModel fresh = load_model(out + "/runs/softmax-s1/best.ckpt");
+  EXPECT_NEAR(find_record(records, "softmax-s1", "dyneval")->number("test_ppl"),
+              dynamic_evaluate(*fresh.model, corpus.train, test, plan.dyneval).perplexity(), 1e-6);
   const std::string md = read_file(out + "/results.md", "table");
   for (const char* head : {"| softmax |", "| mos |", "| sigsoftmax |", "| mosig |", "| moc |"})
     EXPECT_NE(md.find(head), std::string::npos) << head;

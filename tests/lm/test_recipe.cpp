@@ -133,6 +133,40 @@ TEST(Dyneval, TheUpdateRuleWrittenOutByHand) {
   EXPECT_GT(moved, 1e-3) << "the test must move the weights to check anything";
 }
 
+// `reproduce` measures the gradient statistics once for valid and test. From the same weights the
+// shared statistics give each text exactly what the one-call form gives it; statistics of another
+// model are refused, naming the parameter.
+TEST(Dyneval, StatisticsMeasuredOnceServeEveryTextFromTheSameWeights) {
+  const int64_t V = 12;
+  const std::vector<int64_t> train = stream(60, V, 1), valid = stream(23, V, 2),
+                             test = stream(31, V, 3);
+  DynevalConfig cfg;
+  cfg.lr = 0.05f, cfg.lamb = 0.5f, cfg.epsilon = 0.01f, cfg.bptt = 4, cfg.stat_batch_size = 3;
+  cfg.max_stat_batches = 3;
+  auto measured = tiny_model(V, 3);
+  const std::vector<float> before = measured->parameters()[0].to_vector();
+  const DynevalStats stats = gradient_statistics(*measured, train, cfg);
+  EXPECT_EQ(stats.segments, 3);
+  EXPECT_EQ(measured->parameters()[0].to_vector(), before) << "the statistics move no weight";
+  for (const std::vector<int64_t>* text : {&valid, &test}) {
+    auto shared = tiny_model(V, 3), alone = tiny_model(V, 3);
+    const EvalResult a = dynamic_evaluate(*shared, stats, *text, cfg);
+    const EvalResult b = dynamic_evaluate(*alone, train, *text, cfg);
+    EXPECT_EQ(a.loss, b.loss);
+    EXPECT_EQ(a.targets, b.targets);
+    for (size_t p = 0; p < shared->parameters().size(); ++p)
+      EXPECT_EQ(shared->parameters()[p].to_vector(), alone->parameters()[p].to_vector()) << p;
+  }
+  auto other = tiny_model(V + 1, 3);  // a larger vocabulary: the embedding has more rows
+  try {
+    dynamic_evaluate(*other, stats, valid, cfg);
+    ADD_FAILURE() << "statistics of another model were used";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("do not fit parameter 0 (72 weights"), std::string::npos)
+        << e.what();
+  }
+}
+
 // generate: the prompt read in one pass; each word drawn by inverse CDF from p^(1/T) of the
 // distribution after the last word read, with u from the seed's Philox stream; the hidden state
 // carried from word to word.

@@ -308,7 +308,8 @@ FlagTable reproduce_flags(CommandLine& c) {
                     o.report),
           Flag{"runs",
                "A,B",
-               "only these of the plan's runs, e.g. mos-s1,softmax-s1 (default all)",
+               "only these runs, e.g. mos-s1,softmax-s1 (default all); a further seed of a plan's "
+               "head (moc-s2) adds that run",
                in,
                [&o](const std::string& v) {
                  std::string name;

@@ -275,14 +275,28 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
     if (r.text("plan") != c.plan.name)
       throw std::runtime_error("--out " + c.out + " holds results of plan '" + r.text("plan") +
                                "', not '" + c.plan.name + "': choose another --out");
-  for (const std::string& name : options.runs)
-    if (std::none_of(c.plan.runs.begin(), c.plan.runs.end(),
-                     [&](const PlanRun& r) { return r.name() == name; })) {
-      std::string known;
-      for (const PlanRun& r : c.plan.runs) known += (known.empty() ? "" : ", ") + r.name();
-      throw std::invalid_argument("--runs: plan " + c.plan.name + " has no run '" + name +
-                                  "'; its runs are " + known);
+  {
+    // Further seeds of the plan's heads: those asked for, and those a results file already holds
+    // (so that its table and a plain continuation include them).
+    std::string known, heads;
+    for (const PlanRun& r : c.plan.runs) {
+      known += (known.empty() ? "" : ", ") + r.name();
+      if (heads.find(" " + r.head + ",") == std::string::npos) heads += " " + r.head + ",";
     }
+    uint64_t next_seed = 1;  // for the example: the first head's next seed
+    for (const PlanRun& r : c.plan.runs)
+      if (r.head == c.plan.runs[0].head) next_seed = std::max(next_seed, r.seed + 1);
+    std::vector<std::string> found;
+    for (const StageRecord& r : records) found.push_back(r.text("run"));
+    add_further_seeds(c.plan, found);  // a line of an unknown run stays out of the table
+    const std::vector<std::string> unknown = add_further_seeds(c.plan, options.runs);
+    if (!unknown.empty())
+      throw std::invalid_argument(
+          "--runs: plan " + c.plan.name + " has no run '" + unknown[0] + "'; its runs are " +
+          known + ", or a further seed of one of its heads (" + heads.substr(1, heads.size() - 2) +
+          ") as <head>-s<seed> with a seed >= 1, for example " + c.plan.runs[0].head + "-s" +
+          std::to_string(next_seed));
+  }
   c.device = parse_device(options.device);
   if (options.report) {
     if (c.device != Device::CPU)

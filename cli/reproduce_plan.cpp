@@ -1,5 +1,6 @@
 #include "cli/reproduce_plan.h"
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "lm/pointer.h"
@@ -95,6 +96,28 @@ ReproducePlan reproduce_plan(const std::string& name) {
   std::string known;
   for (const auto& n : reproduce_plan_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("--plan: unknown plan '" + name + "'; choose one of " + known);
+}
+
+std::vector<std::string> add_further_seeds(ReproducePlan& plan,
+                                           const std::vector<std::string>& names) {
+  std::vector<std::string> unknown;
+  for (const std::string& name : names) {
+    const auto is_name = [&](const PlanRun& r) { return r.name() == name; };
+    if (std::any_of(plan.runs.begin(), plan.runs.end(), is_name)) continue;
+    const size_t at = name.rfind("-s");
+    const std::string head = at == std::string::npos ? "" : name.substr(0, at),
+                      digits = at == std::string::npos ? "" : name.substr(at + 2);
+    const bool is_seed =
+        !digits.empty() && digits.size() <= 9 && digits[0] != '0' &&
+        std::all_of(digits.begin(), digits.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+    const bool is_head = std::any_of(plan.runs.begin(), plan.runs.end(),
+                                     [&](const PlanRun& r) { return r.head == head; });
+    if (is_seed && is_head)
+      plan.runs.push_back({head, static_cast<uint64_t>(std::stoul(digits))});
+    else
+      unknown.push_back(name);
+  }
+  return unknown;
 }
 
 std::string resolve_precision(const std::string& precision) {

@@ -52,6 +52,13 @@ const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, pa
 // Throws std::invalid_argument naming the plan and listing the known ones.
 ReproducePlan reproduce_plan(const std::string& name);
 
+// Further seeds of a plan's heads: each name "<head>-s<seed>" that is not one of the plan's runs
+// but names one of its heads with a seed >= 1 is added to plan.runs, after the plan's own (the
+// same flags; only --seed differs, as between the plan's runs). Returns the names that are
+// neither, for the caller to refuse.
+std::vector<std::string> add_further_seeds(ReproducePlan& plan,
+                                           const std::vector<std::string>& names);
+
 // "auto" resolved for this CPU; "fp32" and "bf16" as they are.
 std::string resolve_precision(const std::string& precision);
 

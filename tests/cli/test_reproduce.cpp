@@ -144,6 +144,37 @@ TEST(Reproduce, AStopInATrainingStageContinuesExactly) {
           << stage << " " << key << ": a resumed plan gives the same numbers";
 }
 
+// More seeds than the plan lists: `--runs softmax-s2` trains a further seed of one of the plan's
+// heads with the same flags, and the table counts it, also when it is redrawn from the results
+// alone.
+TEST(Reproduce, AFurtherSeedOfAPlansHeadJoinsItsTable) {
+  std::string data;
+  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string out = mgtest::temp_dir("reproduce_seeds");
+  EXPECT_EQ(run_quick(out, {"softmax-s1", "softmax-s2"}).stages_run, 10);
+  const std::vector<StageRecord> records = read_results(results_path(out));
+  const StageRecord* train = find_record(records, "softmax-s2", "train");
+  ASSERT_NE(train, nullptr);
+  EXPECT_EQ(train->number("seed"), 2);
+  EXPECT_EQ(train->text("head"), "softmax");
+  const std::string one = find_record(records, "softmax-s1", "train")->text("command");
+  std::string two = train->text("command");
+  EXPECT_NE(two.find("--seed 2"), std::string::npos) << two;
+  two.replace(two.find("--seed 2"), 8, "--seed 1");       // the same flags but the seed ...
+  two.replace(two.find("softmax-s2"), 10, "softmax-s1");  // ... and the run directory
+  EXPECT_EQ(two, one);
+  EXPECT_NE(find_record(records, "softmax-s2", "rank"), nullptr) << "every stage ran";
+  EXPECT_NE(read_file(out + "/results.md", "table").find("(n=2)"), std::string::npos);
+  ReproduceOptions report;
+  report.plan = "quick", report.out = out, report.report = true;
+  fs::remove(out + "/results.md");
+  run_reproduce(report, nullptr, [](const std::string&) {});
+  const std::string md = read_file(out + "/results.md", "table");
+  EXPECT_NE(md.find("softmax-s2"), std::string::npos) << "the every-run table lists it";
+  EXPECT_NE(md.find("(n=2)"), std::string::npos) << "softmax's mean is over both seeds";
+  EXPECT_EQ(run_quick(out, {"softmax-s2"}).stages_skipped, 5) << "nothing runs twice";
+}
+
 // --device cuda: train and finetune on the GPU, the evaluation stages on the CPU, and every record
 // says which. Without a GPU (or in a CPU-only build) it is refused before anything is written.
 // The run is softmax-s1: at lr 20 a MoS head's clipped loss spikes amplify float rounding, and on
@@ -233,12 +264,22 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   ReproduceOptions o;
   o.plan = "weekend", o.out = out;
   EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::invalid_argument);
-  o.plan = "quick", o.runs = {"mos-s9"};
-  try {
-    run_reproduce(o, nullptr, [](const std::string&) {});
-    ADD_FAILURE() << "an unknown run was accepted";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("mos-s9"), std::string::npos) << e.what();
+  o.plan = "quick";
+  for (const char* run : {"lstm-s1", "mos-s0", "mos-s", "mos-s01", "mos-s1x", "mos"}) {
+    o.runs = {"softmax-s1", run};  // a head the plan does not train, or not a seed >= 1
+    try {
+      run_reproduce(o, nullptr, [](const std::string&) {});
+      ADD_FAILURE() << "an unknown run was accepted: " << run;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("has no run '" + std::string(run) + "'"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("a further seed of one of its heads (softmax, mos, "
+                                           "sigsoftmax, mosig, moc)"),
+                std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out + "/runs")) << "refused before any work";
   }
   o.runs.clear();
   ReproduceOptions report = o;  // --report on a directory that is not there: not a file error

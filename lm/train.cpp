@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <csignal>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -30,6 +29,7 @@
 #include "lm/run_checks.h"
 #include "lm/run_record.h"
 #include "lm/train_state.h"
+#include "lm/training_stop.h"
 #include "tensor/gemm.h"
 #include "tensor/not_implemented.h"
 #include "tensor/parallel.h"
@@ -37,8 +37,6 @@
 namespace mg {
 
 namespace {
-volatile std::sig_atomic_t g_stop = 0;
-
 std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens) {
   if (max_tokens <= 0 || max_tokens >= static_cast<int64_t>(ids.size())) return ids;
   return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
@@ -157,28 +155,6 @@ BestModelFile best_model_file(const Run& r) {
   return best;
 }
 
-const char* const kInterrupted = "interrupted (Ctrl-C, SIGTERM or SIGHUP)";
-
-// Why training should stop cleanly now ("" when it should go on).
-std::string stop_reason(const TrainConfig& cfg, const TrainState& st, double elapsed_s) {
-  if (training_stop_requested()) return kInterrupted;
-  if (cfg.max_steps > 0 && st.step >= cfg.max_steps)
-    return "reached --max-steps " + std::to_string(cfg.max_steps);
-  if (cfg.max_minutes > 0 && elapsed_s >= cfg.max_minutes * 60) return "reached --max-minutes";
-  return "";
-}
-
-// The same on every process of an mpirun, which must all stop after the same step: interrupted
-// when any process got the signal; else a budget stop when any reached its budget (--max-minutes
-// is measured by each process's clock).
-std::string agreed_stop_reason(const TrainConfig& cfg, const TrainState& st, double elapsed_s) {
-  const std::string mine = stop_reason(cfg, st, elapsed_s);
-  if (process_count() == 1) return mine;
-  if (any_process(mine == kInterrupted)) return kInterrupted;
-  if (!any_process(!mine.empty())) return "";
-  return mine.empty() ? "another process reached --max-minutes" : mine;
-}
-
 // The optimizer and state the run starts from: fresh; the best model with ASGD from the first step
 // (finetuning, which must then beat that model's validation); or everything from the checkpoint.
 void start_state(Run& r) {
@@ -280,16 +256,6 @@ Tensor regularised_loss(const ModelOutput& out, float alpha, float beta) {
         mul_scalar(mean(square(sub(narrow(raw, 0, 1, T - 1), narrow(raw, 0, 0, T - 1)))), beta));
   return loss;
   // END TASK 7.1
-}
-
-void request_training_stop() {
-  g_stop = 1;
-}
-bool training_stop_requested() {
-  return g_stop != 0;
-}
-void clear_training_stop() {
-  g_stop = 0;
 }
 
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks,
@@ -413,7 +379,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       if (writes_files)
         save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
       result.stopped = true, result.stop_reason = reason;
-      if (reason != kInterrupted)  // a budget stop validates; an interrupted run ends now
+      if (reason != kInterruptedReason)  // a budget stop validates; an interrupted run ends now
         result.final_val_loss = validate_at_stop(run, metrics, elapsed());
       result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
       if (hooks.display) hooks.display->finish();

@@ -1,5 +1,6 @@
 #include "lm/dyneval.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -54,17 +55,17 @@ DynevalStats gradient_statistics(RNNModel& model, const std::vector<int64_t>& tr
     gsum += m.empty() ? 0 : mean_ms / m.size();
   }
 
-  // ---- decay rates, clipped at 1/λ so the decay cannot overshoot ----
+  // ---- each weight's share of the decay (clipped at 1/λ where it is used) ----
   DynevalStats stats;
   stats.segments = segments;
   stats.ms.resize(params.size());
-  stats.decrate.resize(params.size());
+  stats.ratio.resize(params.size());
   for (size_t p = 0; p < params.size(); ++p) {
     stats.ms[p].resize(sum_sq[p].size());
-    stats.decrate[p].resize(sum_sq[p].size());
+    stats.ratio[p].resize(sum_sq[p].size());
     for (size_t k = 0; k < sum_sq[p].size(); ++k) {
       stats.ms[p][k] = static_cast<float>(sum_sq[p][k]);
-      stats.decrate[p][k] = static_cast<float>(std::min(sum_sq[p][k] / gsum, 1.0 / cfg.lamb));
+      stats.ratio[p][k] = static_cast<float>(sum_sq[p][k] / gsum);
     }
   }
   return stats;
@@ -86,9 +87,16 @@ EvalResult dynamic_evaluate(RNNModel& model, const DynevalStats& stats,
                                   ")");
   model.eval();  // as in the statistics: no dropout, gradients recorded
 
-  // θ₀: the weights the model starts from, which the decay pulls back towards.
-  std::vector<std::vector<float>> theta0(params.size());
-  for (size_t p = 0; p < params.size(); ++p) theta0[p] = params[p].to_vector();
+  // θ₀: the weights the model starts from, which the decay pulls back towards; decrate = MS / Σ
+  // mean(MS), clipped at 1/λ so the decay cannot overshoot (rounding to float is monotone, so
+  // clipping the rounded ratio gives the rounded clipped ratio).
+  std::vector<std::vector<float>> theta0(params.size()), decrate(params.size());
+  const float max_rate = static_cast<float>(1.0 / cfg.lamb);
+  for (size_t p = 0; p < params.size(); ++p) {
+    theta0[p] = params[p].to_vector();
+    decrate[p] = stats.ratio[p];
+    for (float& r : decrate[p]) r = std::min(r, max_rate);
+  }
 
   // ---- dynamic evaluation, batch size 1: score a segment, then adapt to it ----
   const Batched data = batchify(eval_ids, 1);
@@ -109,7 +117,7 @@ EvalResult dynamic_evaluate(RNNModel& model, const DynevalStats& stats,
         Tensor weights = params[p].is_cuda() ? params[p].cpu() : params[p];
         const Tensor grad = g.cpu();
         float* w = weights.data();
-        const float *d = grad.data(), *ms = stats.ms[p].data(), *rate = stats.decrate[p].data(),
+        const float *d = grad.data(), *ms = stats.ms[p].data(), *rate = decrate[p].data(),
                     *w0 = theta0[p].data();
         // Each weight on its own, so any split over threads gives the same bits; the scalars are
         // locals so that the loop vectorizes (tensor/kernels.h).

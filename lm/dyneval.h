@@ -24,12 +24,13 @@ struct DynevalConfig {
 };
 
 // The gradient statistics, measured once on the training text from the trained weights. They
-// depend only on those weights, so every text evaluated from the same weights (valid and test)
-// shares them: `reproduce` measures them once for both.
+// depend on those weights, the training text and the statistics settings (bptt, stat_batch_size,
+// max_stat_batches, mean_squares), not on the text evaluated, λ, η or ε: every text evaluated from
+// the same weights (valid and test) shares them, and `reproduce` measures them once for both.
 struct DynevalStats {
-  std::vector<std::vector<float>> ms;  // per parameter, per weight: MS (as the update reads it)
-  std::vector<std::vector<float>> decrate;  // per parameter, per weight: min(MS / Σ mean MS, 1/λ)
-  int64_t segments = 0;                     // training segments the statistics ran over
+  std::vector<std::vector<float>> ms;     // per parameter, per weight: MS (as the update reads it)
+  std::vector<std::vector<float>> ratio;  // per parameter, per weight: MS / Σ_params mean(MS)
+  int64_t segments = 0;                   // training segments the statistics ran over
 };
 
 // The gradient statistics pass: forward and backward over `train_ids` batchified into

@@ -309,7 +309,7 @@ FlagTable reproduce_flags(CommandLine& c) {
           Flag{"runs",
                "A,B",
                "only these runs, e.g. mos-s1,softmax-s1 (default all); a further seed of a plan's "
-               "head (moc-s2) adds that run",
+               "head (mos-s4) adds that run",
                in,
                [&o](const std::string& v) {
                  std::string name;

@@ -259,6 +259,41 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
   return true;
 }
 
+// Further seeds of the plan's heads (cli/reproduce_plan.h): those a results file or a run directory
+// already holds, so that the table and a plain continuation include them (a run stopped in its
+// training stage has a directory but no line yet), and those --runs asks for (with --report only
+// checked: it draws what is there). Any other --runs name is refused, listing what is allowed.
+void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
+                              const std::vector<StageRecord>& records,
+                              const ReproduceOptions& options) {
+  std::vector<std::string> found;
+  for (const StageRecord& r : records) found.push_back(r.text("run"));
+  std::error_code ec;
+  if (fs::is_directory(out + "/runs", ec))
+    for (const auto& entry : fs::directory_iterator(out + "/runs", ec))
+      if (entry.is_directory(ec)) found.push_back(entry.path().filename().string());
+  std::sort(found.begin(), found.end());  // a directory listing has no order of its own
+  add_further_seeds(plan, found);         // anything else found stays out of the table
+  ReproducePlan asked = plan;
+  const std::vector<std::string> unknown = add_further_seeds(asked, options.runs);
+  if (unknown.empty()) {
+    if (!options.report) plan = asked;
+    return;
+  }
+  std::string known, heads;
+  uint64_t next_seed = 1;  // for the example: the first head's next seed
+  for (const PlanRun& r : plan.runs) {
+    known += (known.empty() ? "" : ", ") + r.name();
+    if (heads.find(" " + r.head + ",") == std::string::npos) heads += " " + r.head + ",";
+    if (r.head == plan.runs[0].head) next_seed = std::max(next_seed, r.seed + 1);
+  }
+  throw std::invalid_argument(
+      "--runs: plan " + plan.name + " has no run '" + unknown[0] + "'; its runs are " + known +
+      ", or a further seed of one of its " + "heads (" + heads.substr(1, heads.size() - 2) +
+      ") as <head>-s<seed> (a seed from 1 to 999999999, no leading zero), " + "for example " +
+      plan.runs[0].head + "-s" + std::to_string(next_seed));
+}
+
 }  // namespace
 
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
@@ -275,28 +310,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
     if (r.text("plan") != c.plan.name)
       throw std::runtime_error("--out " + c.out + " holds results of plan '" + r.text("plan") +
                                "', not '" + c.plan.name + "': choose another --out");
-  {
-    // Further seeds of the plan's heads: those asked for, and those a results file already holds
-    // (so that its table and a plain continuation include them).
-    std::string known, heads;
-    for (const PlanRun& r : c.plan.runs) {
-      known += (known.empty() ? "" : ", ") + r.name();
-      if (heads.find(" " + r.head + ",") == std::string::npos) heads += " " + r.head + ",";
-    }
-    uint64_t next_seed = 1;  // for the example: the first head's next seed
-    for (const PlanRun& r : c.plan.runs)
-      if (r.head == c.plan.runs[0].head) next_seed = std::max(next_seed, r.seed + 1);
-    std::vector<std::string> found;
-    for (const StageRecord& r : records) found.push_back(r.text("run"));
-    add_further_seeds(c.plan, found);  // a line of an unknown run stays out of the table
-    const std::vector<std::string> unknown = add_further_seeds(c.plan, options.runs);
-    if (!unknown.empty())
-      throw std::invalid_argument(
-          "--runs: plan " + c.plan.name + " has no run '" + unknown[0] + "'; its runs are " +
-          known + ", or a further seed of one of its heads (" + heads.substr(1, heads.size() - 2) +
-          ") as <head>-s<seed> with a seed >= 1, for example " + c.plan.runs[0].head + "-s" +
-          std::to_string(next_seed));
-  }
+  add_runs_beyond_the_plan(c.plan, c.out, records, options);
   c.device = parse_device(options.device);
   if (options.report) {
     if (c.device != Device::CPU)

@@ -34,7 +34,7 @@ struct ReproduceOptions {
   int64_t threads = 0;            // --threads (0: all cores)
   std::string device = "cpu";     // --device: where train and finetune run (cpu | cuda)
   bool report = false;            // --report: only rewrite results.md and valid_curves.svg
-  std::vector<std::string> runs;  // --runs: only these of the plan's runs ("mos-s1,...")
+  std::vector<std::string> runs;  // --runs: only these runs ("mos-s1,..."; a further seed adds one)
   std::string command;            // the command line, for the lock file
 };
 

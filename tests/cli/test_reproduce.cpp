@@ -173,6 +173,18 @@ TEST(Reproduce, AFurtherSeedOfAPlansHeadJoinsItsTable) {
   EXPECT_NE(md.find("softmax-s2"), std::string::npos) << "the every-run table lists it";
   EXPECT_NE(md.find("(n=2)"), std::string::npos) << "softmax's mean is over both seeds";
   EXPECT_EQ(run_quick(out, {"softmax-s2"}).stages_skipped, 5) << "nothing runs twice";
+
+  // A further seed stopped in its training stage has a directory but no line yet: the directory
+  // alone keeps it in the plan (its table row, and a plain continuation goes on with it).
+  request_training_stop();
+  EXPECT_TRUE(run_quick(out, {"softmax-s3"}).interrupted);
+  clear_training_stop();
+  ASSERT_TRUE(fs::exists(out + "/runs/softmax-s3/checkpoint.ckpt"));
+  report.runs = {"softmax-s9"};  // --report draws what is there: a name asked for adds no row
+  run_reproduce(report, nullptr, [](const std::string&) {});
+  const std::string redrawn = read_file(out + "/results.md", "table");
+  EXPECT_NE(redrawn.find("softmax-s3"), std::string::npos) << "found by its directory";
+  EXPECT_EQ(redrawn.find("softmax-s9"), std::string::npos);
 }
 
 // --device cuda: train and finetune on the GPU, the evaluation stages on the CPU, and every record
@@ -275,7 +287,8 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
                 std::string::npos)
           << e.what();
       EXPECT_NE(std::string(e.what()).find("a further seed of one of its heads (softmax, mos, "
-                                           "sigsoftmax, mosig, moc)"),
+                                           "sigsoftmax, mosig, moc) as <head>-s<seed> (a seed "
+                                           "from 1 to 999999999, no leading zero)"),
                 std::string::npos)
           << e.what();
     }

@@ -220,10 +220,12 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     command = strf("mosgrad dyneval --model %s/best.ckpt --lr %g --lamb %g --max_stat_batches %lld",
                    dir.c_str(), d.lr, d.lamb, static_cast<long long>(d.max_stat_batches));
     rec.add("lr", static_cast<double>(d.lr)).add("lamb", static_cast<double>(d.lamb));
-    // One statistics pass for both texts: it depends only on the final weights (each text then
-    // starts from a fresh copy of them, since dynamic evaluation adapts the model it runs on).
-    const DynevalStats stats = gradient_statistics(*load_final(dir), c.corpus->train, d);
-    rec.add("valid_ppl", dynamic_evaluate(*load_final(dir), stats, valid, d).perplexity());
+    // One statistics pass for both texts: it depends only on the final weights, which it leaves
+    // as they are. Dynamic evaluation adapts the model it runs on, so test starts from a fresh
+    // copy of them.
+    auto model = load_final(dir);
+    const DynevalStats stats = gradient_statistics(*model, c.corpus->train, d);
+    rec.add("valid_ppl", dynamic_evaluate(*model, stats, valid, d).perplexity());
     rec.add("test_ppl", dynamic_evaluate(*load_final(dir), stats, test, d).perplexity());
   } else if (stage == "pointer") {
     command = "mosgrad pointer --model " + dir + "/best.ckpt --grid true --window " +
@@ -280,18 +282,24 @@ void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
     if (!options.report) plan = asked;
     return;
   }
-  std::string known, heads;
+  std::vector<std::string> known, heads;
   uint64_t next_seed = 1;  // for the example: the first head's next seed
   for (const PlanRun& r : plan.runs) {
-    known += (known.empty() ? "" : ", ") + r.name();
-    if (heads.find(" " + r.head + ",") == std::string::npos) heads += " " + r.head + ",";
+    known.push_back(r.name());
+    if (std::find(heads.begin(), heads.end(), r.head) == heads.end()) heads.push_back(r.head);
     if (r.head == plan.runs[0].head) next_seed = std::max(next_seed, r.seed + 1);
   }
-  throw std::invalid_argument(
-      "--runs: plan " + plan.name + " has no run '" + unknown[0] + "'; its runs are " + known +
-      ", or a further seed of one of its " + "heads (" + heads.substr(1, heads.size() - 2) +
-      ") as <head>-s<seed> (a seed from 1 to 999999999, no leading zero), " + "for example " +
-      plan.runs[0].head + "-s" + std::to_string(next_seed));
+  const auto list = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  throw std::invalid_argument("--runs: plan " + plan.name + " has no run '" + unknown[0] +
+                              "'; its runs are " + list(known) +
+                              ", or a further seed of one of its heads (" + list(heads) +
+                              ") as <head>-s<seed> (a seed from 1 to 999999999, no leading "
+                              "zero), for example " +
+                              heads[0] + "-s" + std::to_string(next_seed));
 }
 
 }  // namespace

@@ -14,8 +14,9 @@
 //                       =  (r_nk / N) (q_j - δ_j,t) (2 - σ(z_j))  sigsoftmax (d s_j/d z_j = 2 - σ(z_j))
 // clang-format on
 // When the logits [N*K,V] are small enough they are computed once and kept, so backward is two
-// large GEMMs: for softmax the forward keeps exp(z - shift) and backward puts each row's weights
-// around the products (backward_from_exps); sigsoftmax keeps z and overwrites it with its gradient.
+// large GEMMs: the forward keeps exp(z - shift) (sigsoftmax: exp(s - shift)(2 - σ(z)), s = z +
+// log σ(z)) and backward puts each row's weights around the products (backward_from_exps), with
+// no pass over the logits of its own.
 // Otherwise they are computed in chunks of rows, reduced to (log-sum, target logit), and dropped;
 // backward recomputes each chunk. Peak extra memory is then one [chunk, V] block instead of ~6
 // [N*K, V]. The per-row passes over a tile of logits (bias, max, exponentials, the running
@@ -82,9 +83,10 @@ struct Saved {
   std::vector<float> inv_sum;    // per ctx row: exp(shift - lse), shift as in RunningLse
   std::vector<float> resp;       // r_nk per ctx row
   std::vector<int64_t> targets;  // [N]
-  Tensor logits;  // [N*K,V] kept from the forward when small enough (else recomputed): z for
-                  // sigsoftmax, exp(z - shift) for softmax
-  int64_t chunk_rows = 0;  // rows per chunk: all of them when the logits are kept
+  Tensor logits;  // [N*K,V] kept from the forward when small enough (else recomputed):
+                  // exp(z - shift) for softmax, exp(s - shift)(2 - σ(z)) for sigsoftmax
+  std::vector<float> target_slope;  // kept sigsoftmax: 2 - σ(z_t) per ctx row
+  int64_t chunk_rows = 0;           // rows per chunk: all of them when the logits are kept
   int64_t K = 1;
   bool sig = false;
   bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
@@ -141,6 +143,7 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
   s.lse.resize(static_cast<size_t>(R));
   s.inv_sum.resize(static_cast<size_t>(R));
   s.resp.resize(static_cast<size_t>(R));
+  if (sig && keep) s.target_slope.resize(static_cast<size_t>(R));
   std::vector<float> comp(static_cast<size_t>(R));  // c_nk, the component log-prob of the target
   {
     s.chunk_rows = chunk_rows;
@@ -158,6 +161,7 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
       std::fill(run.begin(), run.end(), RunningLse{});
       parallel_for(rows, tile_rows, [&](int64_t i0, int64_t i1) {
         std::vector<float> scratch(sig ? static_cast<size_t>(kSlabCols) : 0);
+        std::vector<float> slope(sig && keep ? static_cast<size_t>(kSlabCols) : 0);
         for (int64_t c0 = 0; c0 < V; c0 += kSlabCols) {
           const int64_t c1 = std::min(V, c0 + kSlabCols), w = c1 - c0;
           for (int64_t t0 = i0; t0 < i1; t0 += tile_rows) {
@@ -170,10 +174,14 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
               float slab_max;
               const int64_t t = targets[(r0 + i) / K];
               const bool has_target = t >= c0 && t < c1;
-              if (sig) {  // s = z + log σ(z), in a scratch row: the kept z stays intact for
-                          // backward
+              if (sig) {  // s = z + log σ(z), in a scratch row
                 add_bias(zr, s.b.data() + c0, w);
-                for (int64_t j = 0; j < w; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
+                if (keep) {  // and 2 - σ(z), which scales the kept exponentials below
+                  sig_logits_and_slopes(zr, w, scratch.data(), slope.data());
+                  if (has_target) s.target_slope[r0 + i] = slope[t - c0];
+                } else {
+                  for (int64_t j = 0; j < w; ++j) scratch[j] = zr[j] + log_sigmoidf(zr[j]);
+                }
                 xr = scratch.data();
                 slab_max = row_max(xr, w);
                 if (has_target) z_target[i] = xr[t - c0];
@@ -193,7 +201,11 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                 slab_max = add_bias_max(zr, s.b.data() + c0, w);
               }
               // Softmax: z becomes exp(z - shift) in place (kept for backward, or a scratch block).
-              run[i].add(xr, w, slab_max, sig ? nullptr : zr - c0, c0);
+              // Kept sigsoftmax: the scratch row becomes exp(s - shift), and the row that held z
+              // its gradient's shape, exp(s - shift)(2 - σ(z)) (the shift's moves rescale both).
+              run[i].add(xr, w, slab_max, sig && !keep ? nullptr : zr - c0, c0);
+              if (sig && keep)
+                for (int64_t j = 0; j < w; ++j) zr[j] = xr[j] * slope[j];
             }
           }
         }
@@ -234,16 +246,15 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
 
 namespace {
 
-// Overwrites z [rows,V] (chunk logits, ctx rows r0..) with d loss / d z. with_bias: z is fresh
-// from chunk_logits and b is added first (kept logits already hold it).
-void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64_t V,
-                    bool with_bias, float* z) {
+// Overwrites z [rows,V] (chunk logits fresh from chunk_logits, without b; ctx rows r0..) with
+// d loss / d z: backward's pass when the logits were not kept.
+void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64_t V, float* z) {
   parallel_for(rows, 4, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t r = r0 + i, t = s.targets[r / s.K];
       const float c = scale * s.resp[r], lse = s.lse[r];
       float* zr = z + i * V;
-      if (with_bias) add_bias(zr, s.b.data(), V);
+      add_bias(zr, s.b.data(), V);
       const float z_target = zr[t];
       if (s.sig) {
         for (int64_t j = 0; j < V; ++j) {
@@ -306,6 +317,8 @@ Tensor ctx_with_ones(const Saved& s, const float* f) {
 // so each product takes e as it is and the row weights go where they are cheap:
 //   d ctx          = diag(f) (e W) - c_r W[t_r] per row          ([R,E] after the GEMM)
 //   [d W^T; d b]   = ([ctx, 1] scaled by f)^T e, then d W[t_r] -= c_r ctx_r, d b[t_r] -= c_r.
+// Sigsoftmax: dz_r = r_nk g / N (q_r - δ_t)(2 - σ(z_r)) with q = exp(s - lse); the forward kept
+// e = exp(s - shift)(2 - σ(z)), so the same products serve, with c_r = r_nk g / N (2 - σ(z_t)).
 // The plain form (logits_to_grad above) spent a pass of exponentials over all R x V logits (3 ms
 // of a 130 ms small-mos step) that this one does not.
 void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb,
@@ -313,7 +326,10 @@ void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0);
   const float* e = s.logits.data();
   std::vector<float> f(static_cast<size_t>(R));
-  for (int64_t r = 0; r < R; ++r) c[r] = scale * s.resp[r], f[r] = c[r] * s.inv_sum[r];
+  for (int64_t r = 0; r < R; ++r) {
+    c[r] = scale * s.resp[r], f[r] = c[r] * s.inv_sum[r];
+    if (s.sig) c[r] *= s.target_slope[r];
+  }
   if (s.need_ctx) {
     gemm(false, false, R, E, V, 1.0f, e, V, s.W.data(), E, 0.0f, d_ctx.data(), E);
     float* d = d_ctx.data();
@@ -343,20 +359,17 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   const bool need_wb = s.need_W || s.need_b;
   Tensor d_Wb = need_wb ? Tensor::empty({E + 1, V}) : Tensor();
   std::vector<float> c;  // backward_from_exps: the weights of the one-hot terms left for d W, d b
-  if (s.logits.defined() && !s.sig && (s.need_ctx || need_wb)) {
+  if (s.logits.defined() && (s.need_ctx || need_wb)) {
     c.resize(static_cast<size_t>(R));
     backward_from_exps(s, scale, d_ctx, d_Wb, c);
-  } else if (s.need_ctx || need_wb) {
+  } else if (s.need_ctx || need_wb) {  // not kept: each chunk of logits recomputed
     const Tensor ctx1 = need_wb ? ctx_with_ones(s, nullptr) : Tensor();
-    Tensor logits = s.logits;  // a handle: the kept storage itself
-    const bool kept = logits.defined();
-    Tensor block = kept ? Tensor() : Tensor::empty({s.chunk_rows, V});
+    Tensor block = Tensor::empty({s.chunk_rows, V});
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
       const int64_t rows = std::min(s.chunk_rows, R - r0);
-      // The kept logits are overwritten with their gradient: backward runs once per graph.
-      float* z = kept ? logits.data() + r0 * V : block.data();
-      if (!kept) chunk_logits(s.ctx.data(), s.W.data(), nullptr, r0, rows, 0, V, E, V, z);
-      logits_to_grad(s, scale, r0, rows, V, /*with_bias=*/!kept, z);
+      float* z = block.data();
+      chunk_logits(s.ctx.data(), s.W.data(), nullptr, r0, rows, 0, V, E, V, z);
+      logits_to_grad(s, scale, r0, rows, V, z);
       // d ctx = dz W;  [d W^T; d b] += [ctx, 1]^T dz — chunks in a fixed order.
       if (s.need_ctx)
         gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);

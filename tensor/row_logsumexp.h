@@ -91,14 +91,30 @@ inline double add_bias_exp_sum(float* __restrict z_row, const float* __restrict 
   return total;
 }
 
+// Sigsoftmax's pass over one slab of a row (Kanai et al. 2018, eq. 9): s [n] = z + log σ(z), the
+// logits its softmax normalises, and slope [n] = d s / d z = 2 − σ(z), the factor its gradient
+// carries. One exponential u = e^{−|z|} serves both: log σ(z) = min(z, 0) − log1p(u) (s has
+// the bits of z + vlog_sigmoid(z)) and σ(z) = (z ≥ 0 ? 1 : u) / (1 + u), which never overflows.
+inline void sig_logits_and_slopes(const float* __restrict z, int64_t n, float* __restrict s,
+                                  float* __restrict slope) {
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = z[j];
+    const float u = vexp_nonpositive(select_float(x < 0.0f, x, -x));
+    s[j] = x + (select_float(x < 0.0f, x, 0.0f) - vlog1p(u));
+    slope[j] = 2.0f - select_float(x < 0.0f, u, 1.0f) / (1.0f + u);
+  }
+}
+
 // A row's running logsumexp over the slabs seen so far: Σ_j exp(x_j - shift) for a shift that
 // moves only when a slab's max passes it by more than kShiftSlack (on the first finite slab, and
 // rarely after). A shift that followed the running max exactly would move in ~3 of a row's 14
 // slabs, and every move rescales what is stored; trailing the max by up to 64 keeps exp(x - shift)
 // <= e^64 (6e27), far from overflow, and logsumexp = shift + log Σ stays exact.
-// With `stored` (the row's first column) the exponentials are kept in place of x: backward reads
-// exp(z - shift) and scales each row by exp(shift - lse) (backward_from_exps), instead of a second
-// exp pass over all the logits.
+// With `stored` (the row's first column) the exponentials are written over x, and a move of the
+// shift rescales the slabs already stored: backward reads exp(z - shift) and scales each row by
+// exp(shift - lse) (backward_from_exps), instead of a second exp pass over all the logits.
+// (Sigsoftmax's x is a scratch row; the fused head copies its exponentials into the row.)
 constexpr float kShiftSlack = 64.0f;
 struct RunningLse {
   float shift = -INFINITY;

@@ -312,13 +312,14 @@ Tensor ctx_with_ones(const Saved& s, const float* f) {
   return ctx1;
 }
 
-// Backward when the forward kept e = exp(z - shift) (softmax and the mixtures of softmaxes):
+// Backward when the forward kept e = exp(z - shift) (softmax, MoS, MoC):
 //   dz_r = c_r (q_r - δ_t) = f_r e_r - c_r δ_t,   c_r = r_nk g / N,  f_r = c_r exp(shift_r - lse_r)
 // so each product takes e as it is and the row weights go where they are cheap:
 //   d ctx          = diag(f) (e W) - c_r W[t_r] per row          ([R,E] after the GEMM)
 //   [d W^T; d b]   = ([ctx, 1] scaled by f)^T e, then d W[t_r] -= c_r ctx_r, d b[t_r] -= c_r.
-// Sigsoftmax: dz_r = r_nk g / N (q_r - δ_t)(2 - σ(z_r)) with q = exp(s - lse); the forward kept
-// e = exp(s - shift)(2 - σ(z)), so the same products serve, with c_r = r_nk g / N (2 - σ(z_t)).
+// Sigsoftmax and MoSig: dz_r = r_nk g / N (q_r - δ_t)(2 - σ(z_r)) with q = exp(s - lse); the
+// forward kept e = exp(s - shift)(2 - σ(z)), so the same products serve with f_r as above, and
+// only the one-hot terms' weight gains the target's factor: c_r = r_nk g / N (2 - σ(z_t)).
 // The plain form (logits_to_grad above) spent a pass of exponentials over all R x V logits (3 ms
 // of a 130 ms small-mos step) that this one does not.
 void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb,

@@ -1,7 +1,8 @@
 // The fused head loss on the GPU: the same algorithm as nn/fused_head_loss.cpp (read its header for
-// the equations), with cuBLAS for the three GEMMs and the per-row work in cuda/fused_head_loss.cu.
-// Everything per row (lse, the target's component log-prob, the responsibilities) stays on the
-// device, and so is the output gradient backward scales by: the host never waits for the GPU here.
+// the equations; what backward keeps differs: here the logits z, overwritten with dz), with cuBLAS
+// for the three GEMMs and the per-row work in cuda/fused_head_loss.cu. Everything per row (lse, the
+// target's component log-prob, the responsibilities) stays on the device, and so is the output
+// gradient backward scales by: the host never waits for the GPU here.
 #include <memory>
 
 #include "autograd/ops.h"

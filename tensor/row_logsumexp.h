@@ -114,7 +114,8 @@ inline void sig_logits_and_slopes(const float* __restrict z, int64_t n, float* _
 // With `stored` (the row's first column) the exponentials are written over x, and a move of the
 // shift rescales the slabs already stored: backward reads exp(z - shift) and scales each row by
 // exp(shift - lse) (backward_from_exps), instead of a second exp pass over all the logits.
-// (Sigsoftmax's x is a scratch row; the fused head copies its exponentials into the row.)
+// (Sigsoftmax's x is a scratch row; the fused head stores its exponentials into the row
+// multiplied by 2 - σ(z).)
 constexpr float kShiftSlack = 64.0f;
 struct RunningLse {
   float shift = -INFINITY;

@@ -132,8 +132,8 @@ TEST(VecMath, Exp16IsExpAtMost64BitForBitOverTheNormalRange) {
   EXPECT_EQ(differ, 0) << "of " << checked << " inputs; first at x = " << first_bad;
   EXPECT_GT(checked, 900000);
 
-  const float below[16] = {-87.5f, -90.0f, -95.0f, -100.0f, -103.0f, -103.9f, -104.5f, -110.0f,
-                           -200.0f, -1e30f, -INFINITY, NAN, -88.0f, -99.0f, -102.0f, -150.0f};
+  const float below[16] = {-87.5f,  -90.0f, -95.0f,    -100.0f, -103.0f, -103.9f, -104.5f, -110.0f,
+                           -200.0f, -1e30f, -INFINITY, NAN,     -88.0f,  -99.0f,  -102.0f, -150.0f};
   _mm512_storeu_ps(out, mg::vexp16_at_most_64(_mm512_loadu_ps(below)));
   for (int l = 0; l < 16; ++l) {
     const double x = below[l], want = std::exp(x);
@@ -251,4 +251,33 @@ TEST(VecMath, RowPassesGiveTheBitsOfThePlainSixteenLaneLoop) {
     EXPECT_TRUE(same(sum, want_sum)) << "n = " << n << ": " << sum << " vs " << want_sum;
     EXPECT_EQ(std::memcmp(out.data(), want_e.data(), 4 * n), 0) << "n = " << n;
   }
+}
+
+// Sigsoftmax's slab pass (the fused head keeps exp(s - shift)(2 - σ(z)) for backward): s must be
+// z + vlog_sigmoid(z) bit for bit (the loss is the same whichever pass computed it), and the slope
+// 2 - σ(z) accurate on both sides of 0 out to where σ saturates or underflows, with no NaN or inf
+// from a finite or infinite z. A ragged length covers the loop's tail.
+TEST(VecMath, SigLogitsAndSlopesAreZPlusLogSigmoidAndTwoMinusSigmoid) {
+  std::vector<float> z;
+  for (double x = -100; x < 100; x += 0.0371) z.push_back(static_cast<float>(x));
+  for (float x : {0.0f, -0.0f, 88.0f, -88.0f, 1e30f, -1e30f, INFINITY, -INFINITY}) z.push_back(x);
+  const int64_t n = static_cast<int64_t>(z.size());
+  std::vector<float> s(n), slope(n);
+  mg::sig_logits_and_slopes(z.data(), n, s.data(), slope.data());
+  double worst = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    const float x = z[j];
+    if (std::isfinite(x)) {
+      const float want_s = x + mg::vlog_sigmoid(x);
+      EXPECT_EQ(std::memcmp(&s[j], &want_s, sizeof(float)), 0) << "s at z = " << x;
+    }
+    const double sigma = x >= 0 ? 1.0 / (1.0 + std::exp(-double{x}))
+                                : std::exp(double{x}) / (1.0 + std::exp(double{x}));
+    worst = std::max(worst, std::fabs(slope[j] - (2.0 - sigma)) / (2.0 - sigma));
+    EXPECT_TRUE(std::isfinite(slope[j])) << "slope at z = " << x;
+  }
+  EXPECT_LT(worst, 2.5e-7);
+  EXPECT_FLOAT_EQ(slope[n - 8], 1.5f);  // z = 0: σ = 1/2
+  EXPECT_EQ(slope[n - 4], 1.0f);        // z = 1e30: σ = 1
+  EXPECT_EQ(slope[n - 3], 2.0f);        // z = -1e30: σ = 0
 }

@@ -73,8 +73,8 @@ MG_HOST_DEVICE inline float vexp(float x) {
 }
 
 // exp(x) for x <= 0 only (x > 0 gives wrong results): the softmax's exp(x - max) and
-// exp(x - logsumexp). Bit for bit vexp there (tests/tensor/test_vec_math.cpp), ~30% fewer instructions;
-// it is most of the time of the passes over the head's 35M logits per small-mos step.
+// exp(x - logsumexp). Bit for bit vexp there (tests/tensor/test_vec_math.cpp), ~30% fewer
+// instructions; it is most of the time of the passes over the head's 35M logits per small-mos step.
 MG_HOST_DEVICE inline float vexp_nonpositive(float x) {
   return vexp_impl<true>(x);
 }
@@ -141,10 +141,19 @@ MG_HOST_DEVICE inline float vtanh(float x) {
   return select_float(ax < 0.625f, near_zero, far);
 }
 
-// log σ(x) = min(x, 0) − log(1 + e^−|x|): no overflow, no log(0), vectorizable.
+// e^−|x|, in (0, 1]: the one exponential log σ(x) and σ(x) both need.
+MG_HOST_DEVICE inline float vexp_neg_abs(float x) {
+  return vexp_nonpositive(select_float(x < 0.0f, x, -x));  // −|x| (std::fmin/fabs: library calls)
+}
+
+// log σ(x) = min(x, 0) − log(1 + e^−|x|), given u = vexp_neg_abs(x): no overflow, no log(0).
+MG_HOST_DEVICE inline float vlog_sigmoid_given(float x, float u) {
+  return select_float(x < 0.0f, x, 0.0f) - vlog1p(u);
+}
+
+// log σ(x): branch-free, so loops calling it vectorize.
 MG_HOST_DEVICE inline float vlog_sigmoid(float x) {
-  const float neg_abs = select_float(x < 0.0f, x, -x);  // −|x| (std::fmin/fabs: library calls)
-  return select_float(x < 0.0f, x, 0.0f) - vlog1p(vexp_nonpositive(neg_abs));
+  return vlog_sigmoid_given(x, vexp_neg_abs(x));
 }
 
 }  // namespace mg

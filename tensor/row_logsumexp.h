@@ -100,8 +100,8 @@ inline void sig_logits_and_slopes(const float* __restrict z, int64_t n, float* _
 #pragma omp simd
   for (int64_t j = 0; j < n; ++j) {
     const float x = z[j];
-    const float u = vexp_nonpositive(select_float(x < 0.0f, x, -x));
-    s[j] = x + (select_float(x < 0.0f, x, 0.0f) - vlog1p(u));
+    const float u = vexp_neg_abs(x);
+    s[j] = x + vlog_sigmoid_given(x, u);
     slope[j] = 2.0f - select_float(x < 0.0f, u, 1.0f) / (1.0f + u);
   }
 }

@@ -147,9 +147,10 @@ std::vector<std::string> train_args(const Context& c, const PlanRun& run, bool f
                                     bool resume) {
   std::vector<std::string> a = {"mosgrad", finetune ? "finetune" : "train"};
   a.insert(a.end(), c.plan.train_flags.begin(), c.plan.train_flags.end());
-  a.insert(a.end(),
-           {"--head", run.head, "--seed", std::to_string(run.seed), "--save", run_dir(c.out, run),
-            "--data", c.data_dir, "--precision", c.precision, "--test_at_end", "false"});
+  const std::vector<std::string> head = head_flags(run.head);  // after the plan's: they win
+  a.insert(a.end(), head.begin(), head.end());
+  a.insert(a.end(), {"--seed", std::to_string(run.seed), "--save", run_dir(c.out, run), "--data",
+                     c.data_dir, "--precision", c.precision, "--test_at_end", "false"});
   if (finetune) a.insert(a.end(), {"--epochs", std::to_string(c.plan.finetune_epochs)});
   if (c.device == Device::CUDA) a.insert(a.end(), {"--device", "cuda"});
   if (resume) a.push_back("--resume");

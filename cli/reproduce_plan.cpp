@@ -17,6 +17,11 @@ const std::vector<std::string>& reproduce_stage_names() {
   return names;
 }
 
+std::vector<std::string> head_flags(const std::string& head) {
+  if (head == "mos-k1") return {"--head", "mos", "--n_experts", "1"};
+  return {"--head", head};
+}
+
 const std::vector<std::string>& reproduce_plan_names() {
   static const std::vector<std::string> names = {"quick", "afternoon", "paper"};
   return names;
@@ -32,7 +37,8 @@ ReproducePlan quick_plan() {
                    "--nhidlast",         "24",   "--n_experts",       "2",   "--epochs", "2",
                    "--max_train_tokens", "2000", "--max_eval_tokens", "300", "--bptt",   "10",
                    "--batch_size",       "10",   "--log_interval",    "1000"};
-  p.runs = {{"softmax", 1}, {"mos", 1}, {"mos", 2}, {"sigsoftmax", 1}, {"mosig", 1}, {"moc", 1}};
+  p.runs = {{"softmax", 1}, {"mos", 1}, {"mos", 2},   {"sigsoftmax", 1},
+            {"mosig", 1},   {"moc", 1}, {"mos-k1", 1}};
   p.stages = reproduce_stage_names();
   p.finetune_epochs = 2;
   p.valid_tokens = 300, p.test_tokens = 300;
@@ -59,8 +65,9 @@ ReproducePlan afternoon_plan() {
                    "--dropouth", "0.2",       "--dropouti",  "0.1", "--dropoute", "0.05",
                    "--wdrop",    "0.3",       "--dropoutl",  "0.2", "--epochs",   "12",
                    "--nonmono",  "3"};
-  p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},  {"sigsoftmax", 1},
-            {"mos", 2}, {"softmax", 2}, {"mos", 3}, {"softmax", 3}};
+  // mos-k1 joined on 2026-11-27, after the first nine (the width-only control, head_flags).
+  p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},   {"sigsoftmax", 1},
+            {"mos", 2}, {"softmax", 2}, {"mos", 3}, {"softmax", 3}, {"mos-k1", 1}};
   p.stages = reproduce_stage_names();
   p.finetune_epochs = 8;
   p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();

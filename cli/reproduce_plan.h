@@ -1,6 +1,7 @@
 // The comparison plans of `mosgrad reproduce` (cli/reproduce.h): which heads, which seeds, which
 // model and recipe, which stages. Every head of a plan trains with the same flags (same d, same
-// LSTM, same regularisation, same epochs); only --head and --seed differ between its runs.
+// LSTM, same regularisation, same epochs); only the head (head_flags below) and --seed differ
+// between its runs.
 //
 //   quick      a tiny model on a PTB slice, < 2 minutes: checks the pipeline and the files (a test
 //              in `make test`), not the science
@@ -18,7 +19,7 @@
 namespace mg {
 
 struct PlanRun {
-  std::string head;  // softmax | sigsoftmax | moc | mos | mosig
+  std::string head;  // softmax | sigsoftmax | moc | mos | mosig | mos-k1 (head_flags)
   uint64_t seed = 1;
   std::string name() const;  // "<head>-s<seed>": its directory under <out>/runs/
 };
@@ -47,6 +48,15 @@ struct ReproducePlan {
   // Zen 5), else fp32 (mg::gemm_bf16_faster_than_fp32).
   std::string precision = "auto";
 };
+
+// The `mosgrad train` flags that make a plan's head, after the plan's own: --head <head>, except
+// for mos-k1, MoS with one component (--head mos --n_experts 1): a single softmax over the
+// mixtures' wide last layer projected to d by MoS's latent layer (tanh(P h), eq. 4 of Yang et al.
+// with K = 1). It has the mixtures' width and the latent layer but one softmax of a d-dimensional
+// context, so its log-probabilities stay within rank d + 2: with softmax (narrow, rank-bound),
+// MoC (wide, mixed in context space, rank-bound) and MoS (wide, rank unbound) it splits MoS's gain
+// into width, the mixture in context space, and the rank bound.
+std::vector<std::string> head_flags(const std::string& head);
 
 const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, paper
 // Throws std::invalid_argument naming the plan and listing the known ones.

@@ -73,7 +73,8 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
     if (stage == "rank") {
       EXPECT_EQ(r.number("contexts"), 100);
       EXPECT_EQ(r.number("bound"), 18) << "d + 2 with d = E = 16";
-      if (r.text("head") == "softmax" || r.text("head") == "moc") {
+      // One softmax of a d-dimensional context, however wide the layer before it.
+      if (r.text("head") == "softmax" || r.text("head") == "moc" || r.text("head") == "mos-k1") {
         EXPECT_LE(r.number("rank"), 18) << r.text("run");
       }
       continue;
@@ -107,8 +108,18 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
   EXPECT_NEAR(find_record(records, "softmax-s1", "dyneval")->number("test_ppl"),
               dynamic_evaluate(*fresh.model, corpus.train, test, plan.dyneval).perplexity(), 1e-6);
   const std::string md = read_file(out + "/results.md", "table");
-  for (const char* head : {"| softmax |", "| mos |", "| sigsoftmax |", "| mosig |", "| moc |"})
+  for (const char* head :
+       {"| softmax |", "| mos |", "| sigsoftmax |", "| mosig |", "| moc |", "| mos-k1 |"})
     EXPECT_NE(md.find(head), std::string::npos) << head;
+  // mos-k1 is MoS with one component: the plan's --n_experts 2 overridden, the rest the plan's.
+  const LoadedModel k1 = load_model(out + "/runs/mos-k1-s1/best.ckpt");
+  EXPECT_EQ(k1.model->config.head, HeadKind::MoS);
+  EXPECT_EQ(k1.model->config.n_experts, 1);
+  EXPECT_EQ(k1.model->config.nhidlast, 24);
+  EXPECT_NE(find_record(records, "mos-k1-s1", "train")
+                ->text("command")
+                .find("--head mos --n_experts 1 --seed 1"),
+            std::string::npos);
   EXPECT_NE(md.find("(n=2)"), std::string::npos) << "mos has two seeds: mean ± sd (n=2)";
   const std::string svg = read_file(out + "/valid_curves.svg", "figure");
   EXPECT_NE(svg.find("class=\"mos\""), std::string::npos);
@@ -287,7 +298,8 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
                 std::string::npos)
           << e.what();
       EXPECT_NE(std::string(e.what()).find("a further seed of one of its heads (softmax, mos, "
-                                           "sigsoftmax, mosig, moc) as <head>-s<seed> (a seed "
+                                           "sigsoftmax, mosig, moc, mos-k1) as <head>-s<seed> (a "
+                                           "seed "
                                            "from 1 to 999999999, no leading zero)"),
                 std::string::npos)
           << e.what();

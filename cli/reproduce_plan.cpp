@@ -65,7 +65,8 @@ ReproducePlan afternoon_plan() {
                    "--dropouth", "0.2",       "--dropouti",  "0.1", "--dropoute", "0.05",
                    "--wdrop",    "0.3",       "--dropoutl",  "0.2", "--epochs",   "12",
                    "--nonmono",  "3"};
-  // mos-k1 joined on 2026-11-27, after the first nine (the width-only control, head_flags).
+  // mos-k1 joined on 2026-11-27, after the first nine (the control for width and the latent layer:
+  // head_flags).
   p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},   {"sigsoftmax", 1},
             {"mos", 2}, {"softmax", 2}, {"mos", 3}, {"softmax", 3}, {"mos-k1", 1}};
   p.stages = reproduce_stage_names();

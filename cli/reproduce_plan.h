@@ -51,11 +51,11 @@ struct ReproducePlan {
 
 // The `mosgrad train` flags that make a plan's head, after the plan's own: --head <head>, except
 // for mos-k1, MoS with one component (--head mos --n_experts 1): a single softmax over the
-// mixtures' wide last layer projected to d by MoS's latent layer (tanh(P h), eq. 4 of Yang et al.
-// with K = 1). It has the mixtures' width and the latent layer but one softmax of a d-dimensional
-// context, so its log-probabilities stay within rank d + 2: with softmax (narrow, rank-bound),
-// MoC (wide, mixed in context space, rank-bound) and MoS (wide, rank unbound) it splits MoS's gain
-// into width, the mixture in context space, and the rank bound.
+// mixtures' wide last layer projected to d by MoS's latent layer (h_1 = tanh(W_h h + b_h), Yang et
+// al. 2017, eq. 3 with K = 1, where π = 1). It has the mixtures' width and the latent layer but one
+// softmax of a d-dimensional context, so its log-probabilities stay within rank d + 2: with softmax
+// (narrow, rank-bound), MoC (wide, mixed in context space, rank-bound) and MoS (wide, rank unbound)
+// it splits MoS's gain into width, the mixture in context space, and the rank bound.
 std::vector<std::string> head_flags(const std::string& head);
 
 const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, paper
@@ -64,7 +64,7 @@ ReproducePlan reproduce_plan(const std::string& name);
 
 // Further seeds of a plan's heads: each name "<head>-s<seed>" that is not one of the plan's runs
 // but names one of its heads with a seed >= 1 is added to plan.runs, after the plan's own (the
-// same flags; only --seed differs, as between the plan's runs). Returns the names that are
+// same flags as that head's runs; only --seed differs). Returns the names that are
 // neither, for the caller to refuse.
 std::vector<std::string> add_further_seeds(ReproducePlan& plan,
                                            const std::vector<std::string>& names);

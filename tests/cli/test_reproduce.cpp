@@ -299,8 +299,7 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
           << e.what();
       EXPECT_NE(std::string(e.what()).find("a further seed of one of its heads (softmax, mos, "
                                            "sigsoftmax, mosig, moc, mos-k1) as <head>-s<seed> (a "
-                                           "seed "
-                                           "from 1 to 999999999, no leading zero)"),
+                                           "seed from 1 to 999999999, no leading zero)"),
                 std::string::npos)
           << e.what();
     }

@@ -1,12 +1,14 @@
 // The plans of `mosgrad reproduce` (cli/reproduce_plan.h) without data: which flags make each head
-// of a plan, and which further seeds --runs may add. The plans run end to end in
-// tests/cli/test_reproduce.cpp (with PTB).
+// of a plan, and which further seeds --runs may add; and the report's figure of made-up curves.
+// The plans run end to end in tests/cli/test_reproduce.cpp (with PTB).
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "cli/reproduce_plan.h"
+#include "cli/reproduce_results.h"
+#include "io/json.h"
 
 using namespace mg;
 
@@ -45,4 +47,27 @@ TEST(ReproducePlan, FurtherSeedsAreAddedOnlyForTheHeadsOfThePlan) {
   EXPECT_EQ(plan.runs[runs].head, "mos-k1");
   EXPECT_EQ(plan.runs[runs].seed, 2u);
   EXPECT_EQ(plan.runs[runs + 1].name(), "mos-s4");
+}
+
+TEST(ReproduceFigure, AnEpochThatBlewUpIsDrawnAtTenTimesTheLowestValue) {
+  auto train = [](const std::string& run, const std::string& head, std::vector<double> valid) {
+    return parse_json(JsonLine()
+                          .add("plan", "quick")
+                          .add("run", run)
+                          .add("head", head)
+                          .add("seed", int64_t{1})
+                          .add("stage", "train")
+                          .add("epoch_valid_ppl", valid)
+                          .str());
+  };
+  const ReproducePlan plan = reproduce_plan("quick");
+  std::vector<StageRecord> records = {{train("mos-s1", "mos", {130, 100})},
+                                      {train("softmax-s1", "softmax", {900, 140})}};
+  EXPECT_EQ(results_figure_svg(records, plan).find("drawn at"), std::string::npos)
+      << "900 is within ten times 100: nothing clipped";
+  records.push_back({train("mos-k1-s1", "mos-k1", {89027, 150})});
+  const std::string svg = results_figure_svg(records, plan);
+  EXPECT_NE(svg.find("values above 1000 drawn at 1000"), std::string::npos) << svg;
+  EXPECT_EQ(svg.find("89027"), std::string::npos);
+  EXPECT_EQ(svg.find(">50000<"), std::string::npos) << "no tick far above the curves";
 }

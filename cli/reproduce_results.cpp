@@ -285,16 +285,8 @@ std::string results_figure_svg(const std::vector<StageRecord>& records, const Re
     if (!low.points.empty()) p.series.push_back(low), p.series.push_back(high);
   }
   // One seed whose first epoch blew up (mos-k1-s2: 89,027) would stretch the log axis over three
-  // decades and press every curve into its bottom tenth: values above ten times the lowest are
-  // drawn at that line, and the title says so.
-  double lowest = INFINITY;
-  for (const PlotSeries& s : p.series)
-    for (const PlotPoint& q : s.points) lowest = std::min(lowest, q.y);
-  bool clipped = false;
-  for (PlotSeries& s : p.series)
-    for (PlotPoint& q : s.points)
-      if (q.y > 10 * lowest) q.y = 10 * lowest, clipped = true;
-  if (clipped) p.title += strf("; values above %.0f drawn at %.0f", 10 * lowest, 10 * lowest);
+  // decades: values above ten times the lowest are drawn at that line.
+  p.clip_above_times_lowest = 10;
   return render_log_plot_svg(p);
 }
 

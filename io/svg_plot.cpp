@@ -86,6 +86,15 @@ std::vector<double> log_ticks(double lo, double hi) {
   return t;
 }
 
+// The axis's bottom lowered to the 1-2-5 value just below it when that is near (within 1.5×), so
+// that the curves' lowest stretch reads against a labelled tick (115 against 100, not only 200).
+double lower_to_tick_below(double lo) {
+  const double decade = std::pow(10.0, std::floor(std::log10(lo)));
+  for (double m : {5.0, 2.0, 1.0})
+    if (m * decade <= lo) return lo / (m * decade) <= 1.5 ? m * decade : lo;
+  return lo;
+}
+
 std::string points_attr(const std::vector<PlotPoint>& s, const std::function<double(double)>& px,
                         const std::function<double(double)>& py) {
   std::string out;
@@ -98,8 +107,27 @@ std::string points_attr(const std::vector<PlotPoint>& s, const std::function<dou
 std::string render_log_plot_svg(const LogPlot& plot) {
   constexpr double W = 820, H = 500, L = 78, R = 24, T = 48, B = 62;
   const double pw = W - L - R, ph = H - T - B;
+  std::string title = plot.title;
+  std::vector<PlotSeries> drawn = plot.series;
+  std::vector<PlotPoint> clipped;  // where the triangles go
+  double ceiling = 0;
+  if (plot.clip_above_times_lowest > 0) {
+    double lowest = INFINITY;
+    for (const PlotSeries& s : drawn)
+      for (const PlotPoint& p : s.points) lowest = std::min(lowest, p.y);
+    ceiling = plot.clip_above_times_lowest * lowest;
+    for (PlotSeries& s : drawn)
+      for (PlotPoint& p : s.points)
+        if (p.y > ceiling) {
+          p.y = ceiling;
+          if (std::none_of(clipped.begin(), clipped.end(),
+                           [&](const PlotPoint& q) { return q.x == p.x; }))
+            clipped.push_back(p);  // one triangle where a mean and its band's edge both clip
+        }
+    if (!clipped.empty()) title += strf("; values above %.0f drawn at %.0f", ceiling, ceiling);
+  }
   std::vector<const PlotSeries*> series;
-  for (const PlotSeries& s : plot.series)
+  for (const PlotSeries& s : drawn)
     if (!s.points.empty()) series.push_back(&s);
 
   double xmax = 0, ylo = INFINITY, yhi = 0;
@@ -122,6 +150,7 @@ std::string render_log_plot_svg(const LogPlot& plot) {
     ylo = mid / 1.22;
     yhi = mid * 1.22;
   }
+  ylo = lower_to_tick_below(ylo);
   const double lylo = std::log(ylo), lyhi = std::log(yhi);
   auto px = [&](double x) { return L + x / xend * pw; };
   auto py = [&](double y) { return T + (lyhi - std::log(y)) / (lyhi - lylo) * ph; };
@@ -135,7 +164,7 @@ std::string render_log_plot_svg(const LogPlot& plot) {
   svg += strf(
       "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "
       "font-weight=\"bold\">%s</text>\n",
-      L + pw / 2, xml_escape(plot.title).c_str());
+      L + pw / 2, xml_escape(title).c_str());
 
   // Grid, ticks and labels first, so the curves draw over them.
   auto line = [](double x1, double y1, double x2, double y2) {
@@ -187,6 +216,11 @@ std::string render_log_plot_svg(const LogPlot& plot) {
       svg += "</g>\n";
     }
   }
+
+  // A clipped point: a triangle pointing up from the line it was drawn at.
+  for (const PlotPoint& p : clipped)
+    svg += strf("<path class=\"clipped\" fill=\"#333\" d=\"M%.1f,%.1f l4,-7 l4,7 z\"/>\n",
+                px(p.x) - 4, py(p.y) - 5);
 
   // The legend goes in whichever top corner the curves leave emptier; unlabelled series (a band's
   // edges) are drawn but not listed.

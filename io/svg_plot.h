@@ -1,7 +1,8 @@
 // A line chart as hand-written SVG, no plotting dependency: a linear x axis from 0, a log-scale y
 // axis, grid, ticks with readable labels (x: 500, 200k, 1.2M, 3B; y: 1-2-5 per decade), one
 // polyline per series, a legend in whichever top corner the data leaves emptier, and a title.
-// Used for the learning curves (lm/learning_curves.h).
+// Used for the learning curves (lm/learning_curves.h) and the reproduction figure
+// (cli/reproduce_results.cpp).
 #pragma once
 
 #include <string>
@@ -26,6 +27,12 @@ struct PlotSeries {
 struct LogPlot {
   std::string title, x_label, y_label;
   std::vector<PlotSeries> series;  // empty series are left out, legend included
+  // When > 0: points above this many times the lowest y are drawn at that line, each with a small
+  // triangle, and the title says so. One value that blew up (a valid perplexity of 89,027 beside
+  // curves near 100) would otherwise stretch the log axis over decades and press every curve into
+  // its bottom tenth. 0 (the default) draws every value where it is, as a learning curve from a
+  // uniform start (ppl ~ V) must be.
+  double clip_above_times_lowest = 0;
 };
 
 // The whole SVG document. Degenerate data (one point, all x = 0, a flat series) still gets visible,

@@ -20,7 +20,10 @@
 # A mutant counts as killed when a test fails, crashes or times out; one that does not compile is a
 # broken list entry and fails the run. Mutations marked `equivalent` cannot change any result (the
 # docs/testing.md says why); they are expected to survive, and the run fails if one is killed or if any
-# other mutant survives. MOSGRAD_DATA is passed on to the tests (the PTB tests skip without it).
+# other mutant survives. MOSGRAD_DATA is passed on to the tests (the PTB tests skip without it);
+# unset, it is set to the data the checkout itself would find (data/ptb, else ../shared/data/ptb),
+# since the private copy sits elsewhere. A named test that skips in the unmutated run is reported
+# before any mutant runs: a mutant only it could catch would otherwise count as SURVIVED.
 set -uo pipefail
 shopt -u patsub_replacement 2>/dev/null || true  # '&' in a replacement is literal text
 
@@ -33,6 +36,16 @@ JOBS=${JOBS:-2}
 TEST_TIMEOUT=${TEST_TIMEOUT:-300}
 # Everything but the slow PTB training run and the tests that only read data files.
 FAST_SUITE='-Trainer.TinyPresetLearnsPennTreebank:Corpus.PennTreebankFigures:Corpus.WikiText2Figures:Batching.PennTreebankEvalTargets:Cuda*'
+
+if [[ -z ${MOSGRAD_DATA:-} ]]; then
+  for d in "$ROOT/data/ptb" "$ROOT/../shared/data/ptb"; do
+    if [[ -f $d/ptb.train.txt ]]; then
+      export MOSGRAD_DATA
+      MOSGRAD_DATA=$(cd "$d" && pwd)
+      break
+    fi
+  done
+fi
 
 check_only=0 full=0
 selected=()
@@ -200,6 +213,13 @@ for i in "${run[@]}"; do
     die "the unmutated suite fails with --gtest_filter='$f'"
   fi
   [[ -n $n && $n -gt 0 ]] || die "--gtest_filter='$f' (mutation ${id[i]}) selects no test"
+  skipped=$(sed -nE 's/^\[  SKIPPED \] ([A-Za-z0-9_/.]+) \(.*/\1/p' "$out")
+  if [[ -n $skipped ]]; then
+    echo "mutate: warning: with --gtest_filter='$f' these tests skip (PTB not found? set MOSGRAD_DATA):" >&2
+    echo "$skipped" | sed 's/^/  /' >&2
+    [[ $(echo "$skipped" | wc -l) -lt $n ]] ||
+      die "every test of --gtest_filter='$f' (mutation ${id[i]}) skips: its mutants would all survive"
+  fi
 done
 
 # ---- one mutant at a time --------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 
 #include "io/strf.h"
 
@@ -86,12 +87,14 @@ std::vector<double> log_ticks(double lo, double hi) {
   return t;
 }
 
-// The axis's bottom lowered to the 1-2-5 value just below it when that is near (within 1.5×), so
-// that the curves' lowest stretch reads against a labelled tick (115 against 100, not only 200).
-double lower_to_tick_below(double lo) {
+// The axis's bottom [lo, hi] lowered to the 1-2-5 value just below it when that stretches the
+// axis by at most a fifth, so that the curves' lowest stretch reads against a labelled tick (115
+// against 100, not only 200), but a flat curve centred by the widening above stays centred.
+double lower_to_tick_below(double lo, double hi) {
   const double decade = std::pow(10.0, std::floor(std::log10(lo)));
   for (double m : {5.0, 2.0, 1.0})
-    if (m * decade <= lo) return lo / (m * decade) <= 1.5 ? m * decade : lo;
+    if (m * decade <= lo)
+      return std::log(hi / (m * decade)) <= 1.2 * std::log(hi / lo) ? m * decade : lo;
   return lo;
 }
 
@@ -110,12 +113,16 @@ std::string render_log_plot_svg(const LogPlot& plot) {
   std::string title = plot.title;
   std::vector<PlotSeries> drawn = plot.series;
   std::vector<PlotPoint> clipped;  // where the triangles go
-  double ceiling = 0;
-  if (plot.clip_above_times_lowest > 0) {
+  if (plot.clip_above_times_lowest != 0) {
+    if (!(plot.clip_above_times_lowest > 1))
+      throw std::invalid_argument(strf(
+          "LogPlot::clip_above_times_lowest is %g; it must be above 1 (or 0: no clip), else the "
+          "lowest point itself would be clipped",
+          plot.clip_above_times_lowest));
     double lowest = INFINITY;
     for (const PlotSeries& s : drawn)
       for (const PlotPoint& p : s.points) lowest = std::min(lowest, p.y);
-    ceiling = plot.clip_above_times_lowest * lowest;
+    const double ceiling = plot.clip_above_times_lowest * lowest;
     for (PlotSeries& s : drawn)
       for (PlotPoint& p : s.points)
         if (p.y > ceiling) {
@@ -124,7 +131,10 @@ std::string render_log_plot_svg(const LogPlot& plot) {
                            [&](const PlotPoint& q) { return q.x == p.x; }))
             clipped.push_back(p);  // one triangle where a mean and its band's edge both clip
         }
-    if (!clipped.empty()) title += strf("; values above %.0f drawn at %.0f", ceiling, ceiling);
+    // Four digits say where the line is (1149, 12.34) without the noise of a mean's decimals.
+    const std::string at = ceiling < 1e5 ? strf("%.4g", ceiling) : format_count(ceiling);
+    if (!clipped.empty())
+      title += std::string(title.empty() ? "" : "; ") + "values above " + at + " drawn at " + at;
   }
   std::vector<const PlotSeries*> series;
   for (const PlotSeries& s : drawn)
@@ -150,7 +160,7 @@ std::string render_log_plot_svg(const LogPlot& plot) {
     ylo = mid / 1.22;
     yhi = mid * 1.22;
   }
-  ylo = lower_to_tick_below(ylo);
+  ylo = lower_to_tick_below(ylo, yhi);
   const double lylo = std::log(ylo), lyhi = std::log(yhi);
   auto px = [&](double x) { return L + x / xend * pw; };
   auto py = [&](double y) { return T + (lyhi - std::log(y)) / (lyhi - lylo) * ph; };

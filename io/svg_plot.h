@@ -1,8 +1,8 @@
 // A line chart as hand-written SVG, no plotting dependency: a linear x axis from 0, a log-scale y
 // axis, grid, ticks with readable labels (x: 500, 200k, 1.2M, 3B; y: 1-2-5 per decade), one
 // polyline per series, a legend in whichever top corner the data leaves emptier, and a title.
-// Used for the learning curves (lm/learning_curves.h) and the reproduction figure
-// (cli/reproduce_results.cpp).
+// Used for the learning curves (lm/learning_curves.h), the rank spectrum and the bottleneck demo
+// (analysis/) and the reproduction figure (cli/reproduce_results.cpp).
 #pragma once
 
 #include <string>
@@ -27,11 +27,12 @@ struct PlotSeries {
 struct LogPlot {
   std::string title, x_label, y_label;
   std::vector<PlotSeries> series;  // empty series are left out, legend included
-  // When > 0: points above this many times the lowest y are drawn at that line, each with a small
+  // When > 1: points above this many times the lowest y are drawn at that line, each with a small
   // triangle, and the title says so. One value that blew up (a valid perplexity of 89,027 beside
   // curves near 100) would otherwise stretch the log axis over decades and press every curve into
   // its bottom tenth. 0 (the default) draws every value where it is, as a learning curve from a
-  // uniform start (ppl ~ V) must be.
+  // uniform start (ppl ~ V) must be. A value in (0, 1] would clip the lowest point itself:
+  // render_log_plot_svg throws std::invalid_argument.
   double clip_above_times_lowest = 0;
 };
 

@@ -21,9 +21,10 @@
 # broken list entry and fails the run. Mutations marked `equivalent` cannot change any result (the
 # docs/testing.md says why); they are expected to survive, and the run fails if one is killed or if any
 # other mutant survives. MOSGRAD_DATA is passed on to the tests (the PTB tests skip without it);
-# unset, it is set to the data the checkout itself would find (data/ptb, else ../shared/data/ptb),
-# since the private copy sits elsewhere. A named test that skips in the unmutated run is reported
-# before any mutant runs: a mutant only it could catch would otherwise count as SURVIVED.
+# unset, it is set to the checkout's data/ptb, else ../shared/data/ptb (whichever holds
+# ptb.train.txt), since the private copy sits elsewhere and would find neither. A named test that
+# skips in the unmutated run is reported before any mutant runs: a mutant only it could catch
+# would otherwise count as SURVIVED.
 set -uo pipefail
 shopt -u patsub_replacement 2>/dev/null || true  # '&' in a replacement is literal text
 
@@ -53,7 +54,7 @@ for arg in "$@"; do
   case $arg in
     --check) check_only=1 ;;
     --full) full=1 ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -uo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "mutate: unknown option $arg (see --help)" >&2; exit 2 ;;
     *) selected+=("$arg") ;;
   esac

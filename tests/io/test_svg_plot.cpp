@@ -2,6 +2,7 @@
 // value that blew up, and a labelled tick just below the lowest curve.
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "io/svg_plot.h"
@@ -36,6 +37,9 @@ TEST(SvgPlot, ValuesAboveTheCeilingAreDrawnAtItWithATriangle) {
   EXPECT_EQ(count_of(svg, "class=\"clipped\""), 1u);
   EXPECT_EQ(svg.find(">10000<"), std::string::npos) << "no tick far above the curves";
 
+  plot.clip_above_times_lowest = 1;
+  EXPECT_THROW(mg::render_log_plot_svg(plot), std::invalid_argument) << "would clip the lowest";
+
   plot = two_curves(900);  // within ten times 100
   plot.clip_above_times_lowest = 10;
   const std::string within = mg::render_log_plot_svg(plot);
@@ -50,4 +54,12 @@ TEST(SvgPlot, TheLowestCurveReadsAgainstATickBelowIt) {
   const std::string svg = mg::render_log_plot_svg(plot);
   EXPECT_NE(svg.find(">100<"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">200<"), std::string::npos);
+}
+
+TEST(SvgPlot, AFlatCurveStaysCentredRatherThanGainATickFarBelow) {
+  mg::LogPlot plot;
+  plot.series = {{"a", "a", "#1f77b4", true, {{1, 170}, {2, 165}, {3, 160}}}};
+  const std::string svg = mg::render_log_plot_svg(plot);
+  EXPECT_EQ(svg.find(">100<"), std::string::npos)
+      << "a 100 tick would leave two thirds of the plot empty under curves at 160-170";
 }

@@ -59,11 +59,14 @@ TEST(Bottleneck, MixtureInProbabilitiesMatchesTheLogsumexps) {
             << head_kind_name(kind) << " x" << scale << " entry " << i;
         lowest = std::min(lowest, want[i]);
       }
-      if (scale > 1) EXPECT_LT(lowest, -700) << "the fallback was not exercised";
+      if (scale > 1) {
+        EXPECT_LT(lowest, -700) << "the fallback was not exercised";
+      }
       // At ordinary logits the probability domain must have run: its rounding differs somewhere.
-      if (scale == 1)
+      if (scale == 1) {
         EXPECT_NE(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(double)))
             << head_kind_name(kind) << ": every row took the log-domain path";
+      }
     }
 }
 

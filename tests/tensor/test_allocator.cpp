@@ -1,0 +1,57 @@
+// The caching allocator behind every CPU tensor (tensor/allocator.h): alignment, reuse of freed
+// buffers, and the accounting that bench_train's peak_tensor_mb reads.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "tensor/allocator.h"
+
+using namespace mg;
+
+namespace {
+uintptr_t address(const float* p) {
+  return reinterpret_cast<uintptr_t>(p);
+}
+}  // namespace
+
+TEST(Allocator, SmallBuffersAreCacheLineAligned) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{17}, size_t{1000}, size_t{100000}}) {
+    float* p = allocate_floats(n);
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_EQ(address(p) % 64, 0u) << n << " floats";
+    release_floats(p, n);
+  }
+}
+
+// Buffers of 2 MiB and more start on a 2 MiB boundary, so that transparent huge pages can back
+// them (the head's kept logits; see allocator.cpp).
+TEST(Allocator, LargeBuffersStartOnAHugePageBoundary) {
+  const size_t huge = size_t{2} << 20;
+  for (size_t n : {huge / 4, huge / 4 + 5, 3 * huge / 4 + 1000}) {
+    float* p = allocate_floats(n);
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_EQ(address(p) % huge, 0u) << n << " floats";
+    p[0] = 1.0f, p[n - 1] = 2.0f;  // the whole buffer is there
+    EXPECT_EQ(p[0] + p[n - 1], 3.0f);
+    release_floats(p, n);
+  }
+}
+
+// A released buffer goes back to its size bucket and is handed out again for a request of that
+// bucket: a training step then finds every buffer it needs without asking the system.
+TEST(Allocator, FreedBuffersAreReusedAndCounted) {
+  const size_t n = 300000;  // a bucket no other test here uses
+  float* p = allocate_floats(n);
+  const AllocatorStats held = allocator_stats();
+  release_floats(p, n);
+  const AllocatorStats released = allocator_stats();
+  EXPECT_LT(released.live_bytes, held.live_bytes);
+  EXPECT_GT(released.cached_bytes, held.cached_bytes);
+  float* q = allocate_floats(n - 7);  // the same bucket
+  const AllocatorStats again = allocator_stats();
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(again.hits, released.hits + 1);
+  EXPECT_EQ(again.live_bytes, held.live_bytes);
+  EXPECT_GE(again.peak_live_bytes, again.live_bytes);
+  release_floats(q, n - 7);
+}

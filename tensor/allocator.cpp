@@ -1,6 +1,5 @@
 #include "tensor/allocator.h"
 
-#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -8,10 +7,6 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 namespace mg {
 
@@ -47,24 +42,6 @@ Cache& cache() {
   return *c;
 }
 
-// Buffers of kHugePage and more start on a 2 MiB boundary and are offered to the kernel as
-// transparent huge pages (the usual Linux setting, "madvise", gives them only to memory that asks).
-// The head's kept logits (504 MB for mos-paper) are read a few rows at a time with rows 40 KB
-// apart: in 4 KiB pages each row is a page of its own, and the TLB's ~2,000 entries cover 8 MB of
-// them; a 2 MiB page holds 50 rows. Where THP is off the advice is ignored. The tail past the last
-// whole 2 MiB page stays in small pages, so no memory is added, only address space.
-constexpr size_t kHugePage = size_t{2} << 20;
-
-void* system_alloc(size_t bytes) {
-  bytes = std::max<size_t>(64, (bytes + 63) & ~size_t{63});
-  if (bytes < kHugePage) return std::aligned_alloc(64, bytes);
-  void* p = std::aligned_alloc(kHugePage, (bytes + kHugePage - 1) / kHugePage * kHugePage);
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  if (p) madvise(p, bytes, MADV_HUGEPAGE);  // advice only: a refusal changes nothing
-#endif
-  return p;
-}
-
 }  // namespace
 
 namespace {
@@ -97,14 +74,14 @@ float* allocate_floats(size_t n) {
     }
     ++c.stats.misses;
   }
-  void* p = system_alloc(b * sizeof(float));
+  void* p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
   if (!p) {
     {
       std::lock_guard<std::mutex> lock(c.mutex);
       c.stats.live_bytes -= static_cast<int64_t>(b * sizeof(float));
     }
     return_cache_to_system();  // give the cache back and try once more before giving up
-    p = system_alloc(b * sizeof(float));
+    p = std::aligned_alloc(64, std::max<size_t>(64, (b * sizeof(float) + 63) & ~size_t{63}));
     if (!p)
       throw std::runtime_error(
           "out of memory: a tensor of " + std::to_string(b * sizeof(float) / 1048576.0) +

@@ -23,20 +23,6 @@ TEST(Allocator, SmallBuffersAreCacheLineAligned) {
   }
 }
 
-// Buffers of 2 MiB and more start on a 2 MiB boundary, so that transparent huge pages can back
-// them (the head's kept logits; see allocator.cpp).
-TEST(Allocator, LargeBuffersStartOnAHugePageBoundary) {
-  const size_t huge = size_t{2} << 20;
-  for (size_t n : {huge / 4, huge / 4 + 5, 3 * huge / 4 + 1000}) {
-    float* p = allocate_floats(n);
-    ASSERT_NE(p, nullptr) << n;
-    EXPECT_EQ(address(p) % huge, 0u) << n << " floats";
-    p[0] = 1.0f, p[n - 1] = 2.0f;  // the whole buffer is there
-    EXPECT_EQ(p[0] + p[n - 1], 3.0f);
-    release_floats(p, n);
-  }
-}
-
 // A released buffer goes back to its size bucket and is handed out again for a request of that
 // bucket: a training step then finds every buffer it needs without asking the system.
 TEST(Allocator, FreedBuffersAreReusedAndCounted) {

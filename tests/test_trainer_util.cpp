@@ -84,4 +84,14 @@ std::vector<double> run_collecting(const TrainConfig& cfg, const Corpus& corpus,
   return losses;
 }
 
+std::string ptb_dir() {
+  return resolve_data_dir();
+}
+
+bool has_ptb(const std::string& dir) {
+  for (const char* split : {"train", "valid", "test"})
+    if (!fs::exists(fs::path(dir) / (std::string("ptb.") + split + ".txt"))) return false;
+  return true;
+}
+
 }  // namespace mgtest

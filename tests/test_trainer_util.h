@@ -20,4 +20,13 @@ mg::TrainConfig small_config(const std::string& data, const std::string& save);
 std::vector<double> run_collecting(const mg::TrainConfig& cfg, const mg::Corpus& corpus,
                                    mg::TrainResult* result = nullptr);
 
+// PTB's directory as the trainer finds it (mg::resolve_data_dir: MOSGRAD_DATA, else the usual
+// places), and whether its three files are there.
+std::string ptb_dir();
+bool has_ptb(const std::string& dir);
+
 }  // namespace mgtest
+
+// In a test body: skips the test, naming where it looked, when PTB is not at `dir`.
+#define MG_SKIP_WITHOUT_PTB(dir) \
+  if (!mgtest::has_ptb(dir)) GTEST_SKIP() << "PTB not found at " << (dir) << " (set MOSGRAD_DATA)"

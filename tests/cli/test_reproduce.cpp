@@ -22,16 +22,12 @@
 #include "lm/train.h"
 #include "tensor/parallel.h"
 #include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
 
 using namespace mg;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool have_ptb(std::string* dir) {
-  *dir = resolve_data_dir("");
-  return fs::exists(*dir + "/ptb.train.txt");
-}
 
 ReproduceSummary run_quick(const std::string& out, std::vector<std::string> runs = {}) {
   ReproduceOptions o;
@@ -39,15 +35,11 @@ ReproduceSummary run_quick(const std::string& out, std::vector<std::string> runs
   return run_reproduce(o, nullptr, [](const std::string&) {});
 }
 
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
-
 }  // namespace
 
 TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
-  std::string data;
-  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string data = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(data);
   const std::string out = mgtest::temp_dir("reproduce_quick");
   const ReproducePlan plan = reproduce_plan("quick");
   const ReproduceSummary first = run_quick(out);
@@ -133,8 +125,8 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
 }
 
 TEST(Reproduce, AStopInATrainingStageContinuesExactly) {
-  std::string data;
-  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string data = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(data);
   const std::string straight = mgtest::temp_dir("reproduce_straight"),
                     stopped = mgtest::temp_dir("reproduce_stopped");
   run_quick(straight, {"mos-s1"});
@@ -158,8 +150,8 @@ TEST(Reproduce, AStopInATrainingStageContinuesExactly) {
 // heads with the same flags, and the table counts it, also when it is redrawn from the results
 // alone.
 TEST(Reproduce, AFurtherSeedOfAPlansHeadJoinsItsTable) {
-  std::string data;
-  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string data = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(data);
   const std::string out = mgtest::temp_dir("reproduce_seeds");
   EXPECT_EQ(run_quick(out, {"softmax-s1", "softmax-s2"}).stages_run, 10);
   const std::vector<StageRecord> records = read_results(results_path(out));
@@ -218,8 +210,8 @@ TEST(Reproduce, DeviceCudaTrainsOnTheGpuAndEachRecordSaysWhere) {
     EXPECT_FALSE(fs::exists(o.out)) << "refused before any work";
     return;
   }
-  std::string data;
-  if (!have_ptb(&data)) GTEST_SKIP() << "PTB not found at " << data << " (set MOSGRAD_DATA)";
+  const std::string data = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(data);
   EXPECT_FALSE(run_reproduce(o, nullptr, [](const std::string&) {}).interrupted);
   ReproduceOptions cpu = o;
   cpu.out = root + "/cpu", cpu.device = "cpu";
@@ -250,7 +242,7 @@ TEST(Reproduce, AStoppedTrainingStageContinuesOnlyOnItsDevice) {
   const std::string dir = out + "/runs/softmax-s1";
   write_run_precision(dir, "fp32");
   write_run_device(dir, "cuda");
-  write(dir + "/checkpoint.ckpt", "a stopped train stage");
+  mgtest::write_bytes(dir + "/checkpoint.ckpt", "a stopped train stage");
   const auto check = [&](const std::vector<StageRecord>& records, const std::string& device) {
     try {
       check_runs_can_continue(plan, out, records, {"softmax-s1"}, "fp32", device);
@@ -270,13 +262,14 @@ TEST(Reproduce, AStoppedTrainingStageContinuesOnlyOnItsDevice) {
   EXPECT_NE(check({}, "cuda").find("started with --device cpu"), std::string::npos);
   // Train finished on the GPU, finetune not started: either device may run it.
   write_run_device(dir, "cuda");
-  write(dir + "/train_best.ckpt", "the trained model");
+  mgtest::write_bytes(dir + "/train_best.ckpt", "the trained model");
   const std::vector<StageRecord> trained = {
       StageRecord{parse_json("{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\","
                              "\"stage\":\"train\",\"precision\":\"fp32\",\"device\":\"GPU\"}")}};
   EXPECT_EQ(check(trained, "cpu"), "accepted");
-  write(dir + "/finetune.ckpt", "a stopped finetune");  // ... until its finetune has begun
-  write(dir + "/best.ckpt", "its best model so far");
+  mgtest::write_bytes(dir + "/finetune.ckpt",
+                      "a stopped finetune");  // ... until its finetune has begun
+  mgtest::write_bytes(dir + "/best.ckpt", "its best model so far");
   EXPECT_NE(check(trained, "cpu").find("softmax-s1's finetune stage started with --device cuda"),
             std::string::npos);
 }

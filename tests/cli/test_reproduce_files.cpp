@@ -14,22 +14,10 @@
 #include "lm/corpus.h"
 #include "tensor/gemm.h"
 #include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
 
 using namespace mg;
 namespace fs = std::filesystem;
-
-namespace {
-
-bool have_ptb(std::string* dir) {
-  *dir = resolve_data_dir("");
-  return fs::exists(*dir + "/ptb.train.txt");
-}
-
-void write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
-
-}  // namespace
 
 TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   const std::string out = mgtest::temp_dir("reproduce_errors");
@@ -74,11 +62,13 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
               std::string::npos)
         << e.what();
   }
-  write(out + "/results.jsonl",
-        "{\"plan\":\"afternoon\",\"run\":\"mos-s1\",\"head\":\"mos\",\"stage\":\"train\"}\n");
+  mgtest::write_bytes(
+      out + "/results.jsonl",
+      "{\"plan\":\"afternoon\",\"run\":\"mos-s1\",\"head\":\"mos\",\"stage\":\"train\"}\n");
   EXPECT_THROW(run_reproduce(o, nullptr, [](const std::string&) {}), std::runtime_error)
       << "another plan's directory";
-  write(out + "/results.jsonl", "{\"plan\":\"quick\",\"run\":\"mos-s1\",\"head\":\"mos\",\"sta");
+  mgtest::write_bytes(out + "/results.jsonl",
+                      "{\"plan\":\"quick\",\"run\":\"mos-s1\",\"head\":\"mos\",\"sta");
   try {
     run_reproduce(o, nullptr, [](const std::string&) {});
     ADD_FAILURE() << "a torn line was accepted";
@@ -87,7 +77,7 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   }
   // A later stage without an earlier one: the file was edited, the order cannot be trusted.
   const auto message = [&](const std::string& results) {
-    write(out + "/results.jsonl", results);
+    mgtest::write_bytes(out + "/results.jsonl", results);
     try {
       run_reproduce(o, nullptr, [](const std::string&) {});
     } catch (const std::runtime_error& e) {
@@ -122,11 +112,11 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   // A finetune that resumes reads the best model so far too.
   const std::string dir = out + "/runs/softmax-s1";
   fs::create_directories(dir);
-  write(dir + "/finetune.ckpt", "");
+  mgtest::write_bytes(dir + "/finetune.ckpt", "");
   what = refusal("");
   EXPECT_NE(what.find("'finetune' stage needs " + dir + "/best.ckpt"), std::string::npos) << what;
   // A run started in another precision (on another CPU) does not continue in this one.
-  write(dir + "/precision", "bf16\n");
+  mgtest::write_bytes(dir + "/precision", "bf16\n");
   what = refusal("");
   EXPECT_NE(what.find(dir + " was started in bf16 and would continue in fp32"), std::string::npos)
       << what;
@@ -138,8 +128,7 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   EXPECT_NE(what.find("another process"), std::string::npos) << what;
   o.runs.clear();
   fs::remove(out + "/results.jsonl");
-  std::string data;
-  if (have_ptb(&data)) {
+  if (mgtest::has_ptb(mgtest::ptb_dir())) {
     try {
       run_reproduce(o, nullptr, [](const std::string&) {});
       ADD_FAILURE() << "two processes on one directory";

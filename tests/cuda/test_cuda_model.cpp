@@ -149,9 +149,8 @@ TEST(CudaModel, OptimizerStepsAndClippingMatchTheCpu) {
 // within 1.4e-6 of each other; and the first 20 steps at lr 20.
 TEST(CudaModel, TwoHundredTinyStepsFollowTheCpuLossTrajectory) {
   MG_SKIP_WITHOUT_CUDA();
-  const std::string dir = resolve_data_dir();
-  if (!std::filesystem::exists(dir + "/ptb.train.txt"))
-    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const Corpus corpus = load_corpus(dir);
   for (const auto& [lr, steps] : std::vector<std::pair<float, int64_t>>{{2.0f, 200}, {20.0f, 20}}) {
     TrainConfig cfg = preset_config("tiny");
@@ -220,9 +219,8 @@ TEST(CudaModel, ResumeOnTheGpuIsExactAndCheckpointsMoveBetweenDevices) {
 
 TEST(CudaModel, PtbValidPerplexityIsTheSameOnBothDevices) {
   MG_SKIP_WITHOUT_CUDA();
-  const std::string dir = resolve_data_dir();
-  if (!std::filesystem::exists(dir + "/ptb.valid.txt"))
-    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const Corpus corpus = load_corpus(dir);
   const LoadedModel loaded = import_safetensors(mgtest::fixture_path("ptb_eval_model.safetensors"));
   ASSERT_EQ(loaded.model->config.ntoken, corpus.vocab.size());

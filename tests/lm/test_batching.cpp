@@ -9,19 +9,10 @@
 
 #include "lm/batching.h"
 #include "lm/corpus.h"
+#include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
-
-namespace {
-
-// The real PTB directory, or "" when it is not there (the tests needing it skip).
-std::string ptb_dir() {
-  const std::string dir = mg::resolve_data_dir();
-  return fs::exists(fs::path(dir) / "ptb.train.txt") ? dir : "";
-}
-
-}  // namespace
 
 TEST(Batching, BatchifyColumnsAreContiguousText) {
   std::vector<int64_t> ids(11);
@@ -96,8 +87,8 @@ TEST(Batching, EvalTargetCountSmallCases) {
 }
 
 TEST(Batching, PennTreebankEvalTargets) {
-  const std::string dir = ptb_dir();
-  if (dir.empty()) GTEST_SKIP() << "PTB not found (set MOSGRAD_DATA or run make data)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const mg::Corpus c = mg::load_corpus(dir);
   EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.valid.size()), 10), 73750);
   EXPECT_EQ(mg::eval_target_count(static_cast<int64_t>(c.test.size()), 1),

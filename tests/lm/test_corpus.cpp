@@ -12,6 +12,7 @@
 
 #include "lm/batching.h"
 #include "lm/corpus.h"
+#include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -58,12 +59,6 @@ class ScopedEnv {
   std::string name_, old_;
   bool had_ = false;
 };
-
-// The real PTB directory, or "" when it is not there (the tests needing it skip).
-std::string ptb_dir() {
-  const std::string dir = mg::resolve_data_dir();
-  return fs::exists(fs::path(dir) / "ptb.train.txt") ? dir : "";
-}
 
 }  // namespace
 
@@ -227,8 +222,8 @@ TEST(Corpus, ResolveDataDir) {
 }
 
 TEST(Corpus, PennTreebankFigures) {
-  const std::string dir = ptb_dir();
-  if (dir.empty()) GTEST_SKIP() << "PTB not found (set MOSGRAD_DATA or run make data)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const mg::Corpus c = mg::load_corpus(dir, 10000);
   EXPECT_EQ(c.train.size(), 929589u);
   EXPECT_EQ(c.valid.size(), 73760u);
@@ -249,10 +244,8 @@ TEST(Corpus, PennTreebankFigures) {
 
 TEST(Corpus, WikiText2Figures) {
   // WikiText-2 is looked for beside PTB (data/wikitext-2 next to data/ptb).
-  const std::string ptb = ptb_dir();
-  const fs::path dir = ptb.empty() ? fs::path() : fs::path(ptb).parent_path() / "wikitext-2";
-  if (ptb.empty() || !fs::exists(dir / "wiki.train.tokens"))
-    GTEST_SKIP() << "WikiText-2 not found beside PTB";
+  const fs::path dir = fs::path(mgtest::ptb_dir()).parent_path() / "wikitext-2";
+  if (!fs::exists(dir / "wiki.train.tokens")) GTEST_SKIP() << "WikiText-2 not found beside PTB";
   const mg::Corpus c = mg::load_corpus(dir.string());
   EXPECT_EQ(c.format, "wikitext-2");
   EXPECT_EQ(c.train.size(), 2088628u);

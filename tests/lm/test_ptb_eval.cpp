@@ -9,14 +9,14 @@
 #include "lm/batching.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
+#include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
 using namespace mg;
 
 TEST(PtbEval, PerplexityEqualsPyTorchOnAPtbSlice) {
-  const std::string dir = resolve_data_dir();
-  if (!std::filesystem::exists(dir + "/ptb.valid.txt"))
-    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const Corpus corpus = load_corpus(dir);
   const mgtest::Fixtures expected("ptb_eval.txt");
   const LoadedModel loaded = import_safetensors(mgtest::fixture_path("ptb_eval_model.safetensors"));

@@ -276,8 +276,8 @@ TEST(Schedule, VariableBpttFollowsTheRuleWrittenOut) {
 // uninterrupted run's losses and validations bit for bit, across the NT-ASGD switch; and the
 // switch itself follows the rule: after epoch e, switch when val_e > min(val_1 .. val_{e−k−1}).
 TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
-  const std::string dir = resolve_data_dir("");
-  const bool ptb = std::ifstream(dir + "/ptb.train.txt").good();
+  const std::string dir = mgtest::ptb_dir();
+  const bool ptb = mgtest::has_ptb(dir);
   const Corpus corpus = load_corpus(ptb ? dir : mgtest::write_synthetic_corpus("asgd_resume"));
   for (const std::string optimizer : {"sgd", "adam"}) {
     TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("asgd_" + optimizer));

@@ -81,9 +81,8 @@ const std::map<std::string, Curve>& recorded() {
 }  // namespace
 
 TEST(RecipeCurves, EveryHeadsFirst200StepsMatchTheRecordedCurve) {
-  const std::string dir = resolve_data_dir("");
-  if (!std::filesystem::exists(dir + "/ptb.train.txt"))
-    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const Corpus corpus = load_corpus(dir, 1000000);
   const bool record = std::getenv("MOSGRAD_RECORD_CURVES") != nullptr;
   for (const auto& [head, want] : recorded()) {

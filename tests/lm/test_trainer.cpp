@@ -170,9 +170,8 @@ TEST(Trainer, GenerationIsSeededAndUsesTheVocabulary) {
 }
 
 TEST(Trainer, TinyPresetLearnsPennTreebank) {
-  const std::string dir = resolve_data_dir();
-  if (!fs::exists(dir + "/ptb.train.txt"))
-    GTEST_SKIP() << "PTB not found at " << dir << " (set MOSGRAD_DATA)";
+  const std::string dir = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(dir);
   const Corpus corpus = load_corpus(dir);
   TrainConfig cfg = preset_config("tiny");
   cfg.save = temp_dir("ptb_tiny");

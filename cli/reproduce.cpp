@@ -5,13 +5,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <filesystem>
 #include <memory>
-#include <sstream>
 
 #include "analysis/rank.h"
 #include "cli/commands.h"
+#include "cli/provenance.h"
 #include "cli/reproduce_results.h"
 #include "cuda/backend.h"
 #include "io/atomic_file.h"
@@ -44,53 +43,6 @@ void write_report(const std::string& out, const ReproducePlan& plan) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string first_line_of(const std::string& command) {
-  std::string text;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[256];
-    if (std::fgets(buf, sizeof buf, p)) text = buf;
-    pclose(p);
-  }
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
-}
-
-// The source's commit, "+dirty" when tracked files differ from it; "unknown" outside a checkout.
-std::string source_commit() {
-#ifdef MOSGRAD_SOURCE_DIR
-  const std::string git = "git -C '" + std::string(MOSGRAD_SOURCE_DIR) + "' ";
-  const std::string head = first_line_of(git + "rev-parse --short=12 HEAD 2>/dev/null");
-  if (head.empty()) return "unknown";
-  const bool dirty =
-      !first_line_of(git + "status --porcelain --untracked-files=no 2>/dev/null").empty();
-  return head + (dirty ? "+dirty" : "");
-#else
-  return "unknown";
-#endif
-}
-
-std::string cpu_description() {
-  std::string model = "unknown CPU";
-  std::istringstream info(fs::exists("/proc/cpuinfo") ? read_file("/proc/cpuinfo", "cpu info")
-                                                      : "");
-  for (std::string line; std::getline(info, line);)
-    if (line.rfind("model name", 0) == 0) {
-      model = line.substr(line.find(':') + 2);
-      break;
-    }
-  const char* isa = __builtin_cpu_supports("avx512f") ? "AVX-512"
-                    : __builtin_cpu_supports("avx2")  ? "AVX2"
-                                                      : "no AVX2";
-  return model + " (" + isa + (gemm_bf16_kernel_name() ? ", AVX512_BF16" : "") + ")";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  return buf;
-}
 
 std::vector<int64_t> slice(const std::vector<int64_t>& ids, int64_t tokens) {
   if (tokens <= 0 || tokens >= static_cast<int64_t>(ids.size())) return ids;
@@ -376,6 +328,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       }
       say(run.name() + ": " + stage + " ...");
       const auto start = Clock::now();
+      const double cpu_start = process_cpu_seconds();
       JsonLine rec;
       rec.add("plan", c.plan.name).add("run", run.name()).add("head", run.head);
       rec.add("seed", static_cast<int64_t>(run.seed)).add("stage", stage).add("date", utc_now());
@@ -389,7 +342,9 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
         return summary;
       }
       const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+      // CPU seconds beside wall seconds: the report flags a stage that shared its cores.
       rec.add("command", command).add("wall_s", wall);
+      rec.add("cpu_s", process_cpu_seconds() - cpu_start);
       std::string line = rec.str(), more = fields.str();
       if (more != "{}") line = line.substr(0, line.size() - 1) + "," + more.substr(1);
       append_result(results_path(c.out), line);

@@ -170,6 +170,19 @@ double best_by(const std::vector<StageRecord>& records, const std::string& run, 
   return best;
 }
 
+// The share of its cores a stage's process had: CPU seconds over wall seconds times threads (NaN
+// for a line written before cpu_s was recorded, or a stage that ran on a GPU). A run alone keeps
+// it near 1, since OpenMP's waiting threads spin (cli/provenance.h).
+double core_share(const StageRecord* r) {
+  if (!r || on_gpu(r)) return kNaN;
+  const double cpu = r->number("cpu_s"), wall = r->number("wall_s"), threads = r->number("threads");
+  return cpu >= 0 && wall > 0 && threads >= 1 ? cpu / (wall * threads) : kNaN;
+}
+
+// Below this share a training stage shared its cores with another job: alone, the afternoon
+// plan's runs kept 0.98 on 2 cores; beside one busy loop MoS kept 0.62 and took 3.3 times as long.
+constexpr double kSharedCores = 0.9;
+
 }  // namespace
 
 std::string results_markdown(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
@@ -220,6 +233,17 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
     }
     md += " |\n";
   }
+  std::string shared;
+  for (const PlanRun& pr : plan.runs)
+    if (const double share = core_share(find_record(records, pr.name(), "train"));
+        share < kSharedCores)
+      shared += (shared.empty() ? "" : ", ") + pr.name() + strf(" (%.0f%%)", 100 * share);
+  if (!shared.empty())
+    md +=
+        "\nTrained while another job used the cores, so their minutes overstate what the run "
+        "needs (the CPU time of the training stage as a share of its threads' wall time; a run "
+        "alone keeps ~98%): " +
+        shared + ".\n";
   md +=
       "\nEvery run (— : not run yet):\n\n| run | epochs | train min | valid | test | finetuned "
       "test "

@@ -56,6 +56,9 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
     for (const char* key : {"commit", "cpu", "precision", "command", "date"})
       EXPECT_FALSE(r.text(key).empty()) << key << " missing in " << r.text("run");
     EXPECT_GT(r.number("wall_s"), 0);
+    // CPU seconds: some, and no more than its threads could spend in its wall time.
+    EXPECT_GT(r.number("cpu_s"), 0) << r.text("run") << " " << r.text("stage");
+    EXPECT_LE(r.number("cpu_s"), 1.05 * r.number("wall_s") * num_threads() + 0.05);
     EXPECT_EQ(r.number("threads"), static_cast<double>(num_threads()));
     EXPECT_EQ(r.text("device"), "cpu");
     EXPECT_EQ(read_file(out + "/runs/" + r.text("run") + "/precision", "precision"),

@@ -22,7 +22,6 @@
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
-#include "tensor/gemm.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
@@ -342,7 +341,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
         return summary;
       }
       const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-      // CPU seconds beside wall seconds: the report flags a stage that shared its cores.
+      // CPU seconds beside wall seconds: the report names a training stage that shared its cores.
       rec.add("command", command).add("wall_s", wall);
       rec.add("cpu_s", process_cpu_seconds() - cpu_start);
       std::string line = rec.str(), more = fields.str();

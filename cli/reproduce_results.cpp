@@ -179,8 +179,9 @@ double core_share(const StageRecord* r) {
   return cpu >= 0 && wall > 0 && threads >= 1 ? cpu / (wall * threads) : kNaN;
 }
 
-// Below this share a training stage shared its cores with another job: alone, the afternoon
-// plan's runs kept 0.98 on 2 cores; beside one busy loop MoS kept 0.62 and took 3.3 times as long.
+// Below this share a training stage did not have its cores to itself: alone, the afternoon plan's
+// MoS and softmax kept 0.98 on 2 cores; beside one busy loop MoS kept 0.62 and took 3.3 times as
+// long (docs/reproduction.md has the commands).
 constexpr double kSharedCores = 0.9;
 
 }  // namespace
@@ -240,9 +241,10 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
       shared += (shared.empty() ? "" : ", ") + pr.name() + strf(" (%.0f%%)", 100 * share);
   if (!shared.empty())
     md +=
-        "\nTrained while another job used the cores, so their minutes overstate what the run "
-        "needs (the CPU time of the training stage as a share of its threads' wall time; a run "
-        "alone keeps ~98%): " +
+        "\nTrained with under 90% of their threads' CPU time (another job on the cores, or more "
+        "threads than cores), so their minutes may overstate what the run needs (the training "
+        "stage's CPU time over its threads' wall time, its last process's when it was resumed; a "
+        "run alone keeps ~98%): " +
         shared + ".\n";
   md +=
       "\nEvery run (— : not run yet):\n\n| run | epochs | train min | valid | test | finetuned "

@@ -1,6 +1,6 @@
 // The results file of `mosgrad reproduce` (<out>/results.jsonl): one JSON object per finished stage
 // of a run, with what it measured and how (commit, CPU, precision, threads, the exact command, wall
-// time); and what is drawn from it: a markdown table (results.md) and the validation curves
+// time, CPU time); and what is drawn from it: a markdown table (results.md) and the validation curves
 // (valid_curves.svg). The file is the plan's memory: a stage with a line is never run again, so
 // committing the file carries finished results to another machine.
 //
@@ -51,7 +51,8 @@ const StageRecord* find_record(const std::vector<StageRecord>& records, const st
 
 // The markdown table of every head of the plan (mean ± standard deviation over its seeds, and how
 // many), the table at equal wall-clock (best validation perplexity reached by 15, 60 and 180
-// minutes of training), and one row per run.
+// minutes of training, and under it the runs whose training did not have its cores to itself), and
+// one row per run.
 std::string results_markdown(const std::vector<StageRecord>& records, const ReproducePlan& plan);
 // Validation perplexity per training epoch: each head's mean over its seeds, and its lowest and
 // highest seed as thin lines around it (the seed band).

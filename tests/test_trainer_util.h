@@ -1,5 +1,5 @@
-// Shared by the trainer tests on both devices: a small synthetic corpus, a small MoS config with
-// every dropout on, and a run that records each step's loss.
+// Shared by the tests of lm/ and above, on both devices: a small synthetic corpus, a small MoS
+// config with every dropout on, a run that records each step's loss, and where PTB is.
 #pragma once
 
 #include <string>
@@ -28,5 +28,9 @@ bool has_ptb(const std::string& dir);
 }  // namespace mgtest
 
 // In a test body: skips the test, naming where it looked, when PTB is not at `dir`.
-#define MG_SKIP_WITHOUT_PTB(dir) \
-  if (!mgtest::has_ptb(dir)) GTEST_SKIP() << "PTB not found at " << (dir) << " (set MOSGRAD_DATA)"
+#define MG_SKIP_WITHOUT_PTB(dir)                                                                \
+  do {                                                                                          \
+    const std::string mg_ptb_ = (dir);                                                          \
+    if (!mgtest::has_ptb(mg_ptb_))                                                              \
+      GTEST_SKIP() << "PTB not found at " << mg_ptb_ << " (set MOSGRAD_DATA or run make data)"; \
+  } while (0)

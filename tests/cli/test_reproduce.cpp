@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "cli/reproduce.h"
@@ -270,8 +269,8 @@ TEST(Reproduce, AStoppedTrainingStageContinuesOnlyOnItsDevice) {
       StageRecord{parse_json("{\"plan\":\"quick\",\"run\":\"softmax-s1\",\"head\":\"softmax\","
                              "\"stage\":\"train\",\"precision\":\"fp32\",\"device\":\"GPU\"}")}};
   EXPECT_EQ(check(trained, "cpu"), "accepted");
-  mgtest::write_bytes(dir + "/finetune.ckpt",
-                      "a stopped finetune");  // ... until its finetune has begun
+  // ... until its finetune has begun
+  mgtest::write_bytes(dir + "/finetune.ckpt", "a stopped finetune");
   mgtest::write_bytes(dir + "/best.ckpt", "its best model so far");
   EXPECT_NE(check(trained, "cpu").find("softmax-s1's finetune stage started with --device cuda"),
             std::string::npos);

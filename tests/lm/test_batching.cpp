@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
 #include <numeric>
 #include <set>
 
@@ -11,8 +10,6 @@
 #include "lm/corpus.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
-
-namespace fs = std::filesystem;
 
 TEST(Batching, BatchifyColumnsAreContiguousText) {
   std::vector<int64_t> ids(11);

@@ -15,7 +15,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <map>
 
 #include "lm/corpus.h"

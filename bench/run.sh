@@ -5,6 +5,7 @@
 #   BENCH_THREADS  threads for both sides (default 2)
 #   BENCH_BF16     1 (default where the CPU has AVX512_BF16): also --precision bf16 for mosgrad and
 #                  torch.autocast(bfloat16) for PyTorch, in a second table with the FP32 ceiling
+#                  (without it, that table has FP32 alone: the share of the FP32 ceiling)
 # Each figure is the median of the runs; mosgrad and PyTorch run one after the other per preset, each
 # in a fresh process (peak RSS is per process). The table goes to stdout and to bench/RESULTS.md.
 set -euo pipefail
@@ -119,11 +120,11 @@ for line in peak:
     w = line.split()
     if w[0] == "%st" % threads:
         ceiling = float(w[-1]) * 1e9
+def train(d, p, prec):
+    r = d.get((p, prec), {})
+    forms = [r[k] for k in ("train_tok_s", "train_plain_tok_s", "train_gathered_tok_s") if r.get(k)]
+    return max(forms) if forms else None
 if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
-    def train(d, p, prec):
-        r = d.get((p, prec), {})
-        forms = [r[k] for k in ("train_tok_s", "train_plain_tok_s", "train_gathered_tok_s") if r.get(k)]
-        return max(forms) if forms else None
     print("\nTraining tokens/s in FP32 and bf16 (mosgrad --precision bf16; PyTorch torch.autocast(\"cpu\", bfloat16)), and the share of the FP32 ceiling each reaches: tokens/s × FLOP per token ÷ the FP32 FMA peak measured right before and after this preset's mosgrad runs (bench_train's fma_peak_gflops, best of its bursts; PyTorch's runs of the preset follow each of them). This machine's speed drifts by 5-10%% over minutes, so a share divides figures of the same minute; the last column divides mosgrad FP32 by the single peak measured at the end of the run%s instead.\n" % (
         ", %.0f GFLOP/s" % (ceiling / 1e9) if ceiling else ""))
     print("| preset | MFLOP/token | mosgrad FP32 | mosgrad bf16 | PyTorch FP32 | PyTorch bf16 | bf16 ÷ FP32 | mosgrad bf16 ÷ PyTorch FP32 | mosgrad bf16 ÷ PyTorch bf16 | FP32 FMA peak GFLOP/s | ceiling share: mosgrad FP32 / bf16, PyTorch FP32 / bf16 | mosgrad FP32 ÷ end-of-run peak |")
@@ -146,6 +147,23 @@ if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
         print("| %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s, %s / %s | %s |" % (
             p, (flop or 0) / 1e6, f0(a), f0(b), f0(c), d_note or f0(d), r(b, a), r(b, c), r(b, d),
             f0(here / 1e9 if here else None), sh(a), sh(b), sh(c), sh(d), sh(a, ceiling)))
+elif mg:
+    # Without AVX512_BF16 the FP32 share of the ceiling alone: issue #30's figure, which this run
+    # printed nowhere on such CPUs before.
+    print("\nTraining tokens/s in FP32 and the share of the FP32 ceiling each reaches: tokens/s × FLOP per token ÷ the FP32 FMA peak measured right before and after this preset's mosgrad run (bench_train's fma_peak_gflops, best of its bursts; PyTorch's run of the preset follows it). No bf16 columns: this CPU has no AVX512_BF16. The last column divides mosgrad by the single peak measured at the end of the run%s instead.\n" % (
+        ", %.0f GFLOP/s" % (ceiling / 1e9) if ceiling else ""))
+    print("| preset | MFLOP/token | mosgrad FP32 | PyTorch FP32 | FP32 FMA peak GFLOP/s | ceiling share: mosgrad, PyTorch | mosgrad ÷ end-of-run peak |")
+    print("|---|---|---|---|---|---|---|")
+    for p in mg:
+        flop = mg[p].get("train_flop_per_token")
+        here = mg[p].get("fma_peak_gflops")
+        here = here * 1e9 if here else ceiling
+        a, c = train(mg_all, p, "fp32"), train(pt_all, p, "fp32")
+        f0 = lambda x: "%.0f" % x if x else "–"
+        sh = lambda x, cl=here: "%.0f%%" % (100 * x * flop / cl) if x and flop and cl else "–"
+        print("| %s | %.1f | %s | %s | %s | %s, %s | %s |" % (
+            p, (flop or 0) / 1e6, f0(a), f0(c), f0(here / 1e9 if here else None), sh(a), sh(c),
+            sh(a, ceiling)))
 # The quality side of bf16, from tools/bf16_quality.sh's runs on this machine (it trains for ~35
 # minutes, so make bench does not re-run it): best valid perplexity after the same steps, same
 # seeds, in both precisions.

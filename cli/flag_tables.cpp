@@ -295,7 +295,7 @@ FlagTable reproduce_flags(CommandLine& c) {
   ReproduceOptions& o = c.reproduce;
   const std::string in = "plan";
   return {text_flag("plan", "NAME", in,
-                    "quick, afternoon or paper (required; see docs/reproduction.md)", o.plan),
+                    "quick, afternoon, day or paper (required; see docs/reproduction.md)", o.plan),
           text_flag("out", "DIR", in, "results and runs directory (default runs/reproduce-<plan>)",
                     o.out),
           data_flag(o.data),
@@ -320,7 +320,7 @@ FlagTable reproduce_flags(CommandLine& c) {
 }
 void reproduce_finish(CommandLine& c) {
   if (c.reproduce.plan.empty())
-    throw std::invalid_argument("reproduce needs --plan NAME: one of quick, afternoon, paper");
+    throw std::invalid_argument("reproduce needs --plan NAME: one of quick, afternoon, day, paper");
   reproduce_plan(c.reproduce.plan);  // an unknown plan is an error before anything else
   for (const std::string& w : c.words)
     c.reproduce.command += (c.reproduce.command.empty() ? "" : " ") + w;

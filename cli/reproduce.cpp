@@ -270,6 +270,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
     if (r.text("plan") != c.plan.name)
       throw std::runtime_error("--out " + c.out + " holds results of plan '" + r.text("plan") +
                                "', not '" + c.plan.name + "': choose another --out");
+  check_results_match_plan(records, c.plan, c.out);
   add_runs_beyond_the_plan(c.plan, c.out, records, options);
   c.device = parse_device(options.device);
   if (options.report) {

@@ -57,6 +57,13 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
 std::string results_precision(const std::vector<StageRecord>& records, const ReproducePlan& plan,
                               const std::string& out);
 
+// Before any work: every training line of DIR's results ran the plan's flags as they are now (a
+// plan that was resized, as the afternoon plan was on 2026-11-28, would otherwise skip its finished
+// runs and mix two model sizes in one table). Throws std::runtime_error naming DIR, the run and
+// the way on.
+void check_results_match_plan(const std::vector<StageRecord>& records, const ReproducePlan& plan,
+                              const std::string& out);
+
 // Before any work, for every run of `runs` (empty: all): its finished stages are the plan's first
 // ones (else the file was edited); a run directory started in another precision is refused; and
 // the checkpoints its next stage starts from are here (results.jsonl travels between machines,

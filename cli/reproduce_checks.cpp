@@ -77,6 +77,25 @@ bool is_training_stage(const std::string& stage) {
   return stage == "train" || stage == "finetune";
 }
 
+void check_results_match_plan(const std::vector<StageRecord>& records, const ReproducePlan& plan,
+                              const std::string& out) {
+  std::string flags;
+  for (const std::string& f : plan.train_flags) flags += " " + f;
+  for (const StageRecord& r : records) {
+    // A line without its command (written by hand) has nothing to compare.
+    if (!is_training_stage(r.text("stage")) || r.text("command").empty()) continue;
+    const std::string expected = "mosgrad " + r.text("stage") + flags + " ";
+    if (r.text("command").compare(0, expected.size(), expected) == 0) continue;
+    throw std::runtime_error(
+        "--out " + out + " holds a " + r.text("stage") + " result of " + r.text("run") +
+        " measured with other flags than plan '" + plan.name + "' has now (" + r.text("command") +
+        "; the plan's:" + flags +
+        "): the plan was resized since (the afternoon plan before 2026-11-28 is the day plan now: "
+        "replace \"plan\":\"afternoon\" by \"plan\":\"day\" in results.jsonl and use --plan day), "
+        "or choose another --out");
+  }
+}
+
 void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
                              const std::vector<StageRecord>& records,
                              const std::vector<std::string>& runs, const std::string& precision,

@@ -23,7 +23,7 @@ std::vector<std::string> head_flags(const std::string& head) {
 }
 
 const std::vector<std::string>& reproduce_plan_names() {
-  static const std::vector<std::string> names = {"quick", "afternoon", "paper"};
+  static const std::vector<std::string> names = {"quick", "afternoon", "day", "paper"};
   return names;
 }
 
@@ -50,21 +50,53 @@ ReproducePlan quick_plan() {
   return p;
 }
 
-// The bottleneck binds harder when d is small against V = 10,000 (a softmax head's log-probability
-// matrix has rank <= d+2 = 66), and a mixture head's cost grows with K·d·V, so d = 64 is where
-// MoS should show soonest within an afternoon of 2 cores. AWD-LSTM's regularisation, lighter for a
-// model of 1.1-1.6M parameters so it converges within the epoch cap.
+// The day plan's recipe for AWD-LSTM's regularisation (lighter than AWD-LSTM's own, for models of
+// 0.3-1.6M parameters); only the sizes and the epoch cap change between the afternoon and day
+// plans.
+std::vector<std::string> small_plan_flags(const std::string& emsize, const std::string& nhid,
+                                          const std::string& n_experts, const std::string& epochs) {
+  return {"--preset",   "small-mos", "--emsize",    emsize,    "--nhid",     nhid,
+          "--nhidlast", nhid,        "--n_experts", n_experts, "--dropout",  "0.3",
+          "--dropouth", "0.2",       "--dropouti",  "0.1",     "--dropoute", "0.05",
+          "--wdrop",    "0.3",       "--dropoutl",  "0.2",     "--epochs",   epochs,
+          "--nonmono",  "3"};
+}
+
+// The headline plan, sized by measurement to fit 3 hours of 2 cores of the slowest CPU our
+// sessions have had (an AVX2 AMD EPYC, Zen 3, 2026-11-28; docs/reproduction.md "Sizing the
+// afternoon plan"): the day plan's d = 64, K = 5 took about 10 hours there. Halving d also halves
+// the softmax bound (rank <= d + 2 = 34 against V = 10,000), so the bottleneck binds harder; K = 3
+// keeps a mixture's head (K·d·V multiply-adds a token, plus K·V exponentials) within ~2.5 times a
+// softmax run's cost.
 ReproducePlan afternoon_plan() {
   ReproducePlan p;
   p.name = "afternoon";
   p.description =
+      "E = d = 32, LSTM [128, 128], K = 3, 10 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
+      "the others; about 3 hours of 2 cores";
+  p.train_flags = small_plan_flags("32", "128", "3", "10");
+  // The pair the table is about first, then one run of every other head, then the further seeds:
+  // a plan stopped part-way has then compared the most heads.
+  p.runs = {{"softmax", 1}, {"mos", 1},     {"moc", 1}, {"sigsoftmax", 1}, {"mos-k1", 1},
+            {"mosig", 1},   {"softmax", 2}, {"mos", 2}, {"softmax", 3},    {"mos", 3}};
+  p.stages = reproduce_stage_names();
+  p.finetune_epochs = 5;
+  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
+  p.rank_contexts = 5000;
+  p.precision = "fp32";  // the same numbers on every CPU: a table compares heads, not precisions
+  return p;
+}
+
+// The afternoon plan until 2026-11-28 (its table in docs/reproduction.md): d = 64, where MoS
+// showed its lead from the first epoch, but about 5.7 hours of an AVX-512 Intel Xeon's 2 cores and
+// ~10 of an AVX2 AMD's, so a day, not an afternoon.
+ReproducePlan day_plan() {
+  ReproducePlan p;
+  p.name = "day";
+  p.description =
       "E = d = 64, LSTM [256, 256], K = 5, 12 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
-      "the others";
-  p.train_flags = {"--preset",   "small-mos", "--emsize",    "64",  "--nhid",     "256",
-                   "--nhidlast", "256",       "--n_experts", "5",   "--dropout",  "0.3",
-                   "--dropouth", "0.2",       "--dropouti",  "0.1", "--dropoute", "0.05",
-                   "--wdrop",    "0.3",       "--dropoutl",  "0.2", "--epochs",   "12",
-                   "--nonmono",  "3"};
+      "the others; 6-10 hours of 2 cores";
+  p.train_flags = small_plan_flags("64", "256", "5", "12");
   // mos-k1 joined on 2026-11-27, after the first nine (the control for width and the latent layer:
   // head_flags).
   p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},   {"sigsoftmax", 1},
@@ -100,6 +132,7 @@ ReproducePlan paper_plan() {
 ReproducePlan reproduce_plan(const std::string& name) {
   if (name == "quick") return quick_plan();
   if (name == "afternoon") return afternoon_plan();
+  if (name == "day") return day_plan();
   if (name == "paper") return paper_plan();
   std::string known;
   for (const auto& n : reproduce_plan_names()) known += (known.empty() ? "" : ", ") + n;

@@ -5,8 +5,11 @@
 //
 //   quick      a tiny model on a PTB slice, < 2 minutes: checks the pipeline and the files (a test
 //              in `make test`), not the science
-//   afternoon  the headline table: E = d = 64 against V = 10,000, where the bottleneck binds hard
-//              and a mixture head stays cheap; 3 seeds of softmax and MoS, 1 of the others
+//   afternoon  the headline table in about 3 hours of 2 cores: E = d = 32 against V = 10,000,
+//              where the bottleneck binds hard and a mixture head stays cheap; 3 seeds of softmax
+//              and MoS, 1 of the others
+//   day        the same recipe at d = 64, K = 5, 12 epochs (the afternoon plan until 2026-11-28):
+//              6-10 hours of 2 cores
 //   paper      the `mos-paper` preset and the MoS paper's recipe: for a GPU or a long CPU run
 #pragma once
 
@@ -58,7 +61,7 @@ struct ReproducePlan {
 // it splits MoS's gain into width, the mixture in context space, and the rank bound.
 std::vector<std::string> head_flags(const std::string& head);
 
-const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, paper
+const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, day, paper
 // Throws std::invalid_argument naming the plan and listing the known ones.
 ReproducePlan reproduce_plan(const std::string& name);
 

@@ -88,6 +88,16 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   std::string what = message(line + "\"stage\":\"rank\",\"precision\":\"fp32\"}\n");
   EXPECT_NE(what.find("has later stages of softmax-s1 but not 'pointer'"), std::string::npos)
       << what;
+  // A plan resized since its lines were written (the afternoon plan before 2026-11-28, now the day
+  // plan): its finished runs would be skipped and two sizes mixed in one table.
+  what = message(line +
+                 "\"stage\":\"train\",\"precision\":\"fp32\",\"command\":\"mosgrad train --preset "
+                 "tiny --emsize 32 --nhid 24 --head softmax --seed 1\"}\n");
+  EXPECT_NE(what.find("holds a train result of softmax-s1 measured with other flags than plan "
+                      "'quick' has now"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("--plan day"), std::string::npos) << what;
   what = message(line + "\"stage\":\"train\"}\n");  // every line names its precision
   EXPECT_NE(what.find("without its precision"), std::string::npos) << what;
   // A results file carried to a new machine without the run directories (checkpoints are never

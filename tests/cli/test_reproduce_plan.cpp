@@ -3,6 +3,7 @@
 // The plans run end to end in tests/cli/test_reproduce.cpp (with PTB).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -27,13 +28,48 @@ bool has_run(const ReproducePlan& plan, const std::string& head, uint64_t seed) 
 TEST(ReproducePlan, EachHeadIsItsOwnFlagAndMosK1IsMosWithOneComponent) {
   for (const char* head : {"softmax", "mos", "sigsoftmax", "mosig", "moc"})
     EXPECT_EQ(head_flags(head), (Words{"--head", head}));
-  // After the plan's own --n_experts (5 in the afternoon plan): the later flag is the one used.
+  // After the plan's own --n_experts (3 in the afternoon plan): the later flag is the one used.
   EXPECT_EQ(head_flags("mos-k1"), (Words{"--head", "mos", "--n_experts", "1"}));
-  for (const char* plan : {"quick", "afternoon"}) {
-    const ReproducePlan p = reproduce_plan(plan);
-    EXPECT_TRUE(has_run(p, "mos-k1", 1)) << plan;
-    EXPECT_EQ(p.runs.back().name(), "mos-k1-s1") << plan << ": after the runs it joined";
-  }
+  for (const char* plan : {"quick", "afternoon", "day"})
+    EXPECT_TRUE(has_run(reproduce_plan(plan), "mos-k1", 1)) << plan;
+  // The day plan's table was measured in this order; mos-k1 joined after its first nine runs.
+  for (const char* plan : {"quick", "day"})
+    EXPECT_EQ(reproduce_plan(plan).runs.back().name(), "mos-k1-s1") << plan;
+}
+
+// The minimum for the headline plan: every head, 3 seeds of softmax and MoS, 1 of the
+// others, every stage; the same flags for every head; and the sizes that fit 3 hours of 2 cores
+// (docs/reproduction.md, "Sizing the afternoon plan").
+TEST(ReproducePlan, TheAfternoonPlanHasEveryHeadAndTheSeedsTheTableNeeds) {
+  const ReproducePlan p = reproduce_plan("afternoon");
+  for (const char* head : {"softmax", "mos"})
+    for (uint64_t seed : {1, 2, 3}) EXPECT_TRUE(has_run(p, head, seed)) << head << seed;
+  for (const char* head : {"sigsoftmax", "mosig", "moc", "mos-k1"})
+    EXPECT_TRUE(has_run(p, head, 1)) << head;
+  EXPECT_EQ(p.runs.size(), 10u);
+  EXPECT_EQ(p.runs[0].name(), "softmax-s1") << "the pair the table is about comes first";
+  EXPECT_EQ(p.runs[1].name(), "mos-s1");
+  EXPECT_EQ(p.stages, reproduce_stage_names());
+  EXPECT_EQ(p.precision, "fp32");
+  const auto value = [&](const ReproducePlan& plan, const std::string& flag) {
+    const auto at = std::find(plan.train_flags.begin(), plan.train_flags.end(), flag);
+    return at == plan.train_flags.end() || at + 1 == plan.train_flags.end() ? std::string()
+                                                                            : *(at + 1);
+  };
+  EXPECT_EQ(value(p, "--emsize"), "32");
+  EXPECT_EQ(value(p, "--nhid"), "128");
+  EXPECT_EQ(value(p, "--n_experts"), "3");
+  EXPECT_EQ(value(p, "--epochs"), "10");
+  EXPECT_EQ(p.finetune_epochs, 5);
+  // The day plan is the afternoon plan's recipe at twice the width: only the sizes and the caps
+  // differ.
+  const ReproducePlan day = reproduce_plan("day");
+  EXPECT_EQ(value(day, "--emsize"), "64");
+  EXPECT_EQ(value(day, "--n_experts"), "5");
+  EXPECT_EQ(value(day, "--epochs"), "12");
+  for (const char* flag : {"--preset", "--dropout", "--dropouth", "--dropouti", "--dropoute",
+                           "--wdrop", "--dropoutl", "--nonmono"})
+    EXPECT_EQ(value(p, flag), value(day, flag)) << flag;
 }
 
 TEST(ReproducePlan, FurtherSeedsAreAddedOnlyForTheHeadsOfThePlan) {

@@ -15,7 +15,7 @@ std::string cpu_description();
 std::string utc_now();
 // CPU seconds this process has used so far, all threads, user and system. Divided by wall seconds
 // times threads it says what share of its cores a stage had: OpenMP's waiting threads spin, so a
-// run alone keeps it near 1 (0.98 for the afternoon plan's MoS and softmax on 2 cores), and another
+// run alone keeps it near 1 (0.98 for the day plan's MoS and softmax on 2 cores), and another
 // job on the cores brings it down (0.62 beside one busy loop, while the run took 3.3 times as
 // long).
 double process_cpu_seconds();

@@ -190,7 +190,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     const PointerScore best =
         pointer_grid(st, c.plan.pointer_window, {g.best.theta}, {g.best.lambda}).best;
     // The grid's size and whether its best lies on its edge (then a wider grid may do better):
-    // every afternoon run chose the edge of the 6 x 6 grid it searched, unremarked.
+    // the day plan's first runs all chose the edge of the 6 x 6 grid they searched, unremarked.
     rec.add("window", c.plan.pointer_window)
         .add("theta", g.best.theta)
         .add("lambda", g.best.lambda)

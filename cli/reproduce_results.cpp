@@ -179,7 +179,7 @@ double core_share(const StageRecord* r) {
   return cpu >= 0 && wall > 0 && threads >= 1 ? cpu / (wall * threads) : kNaN;
 }
 
-// Below this share a training stage did not have its cores to itself: alone, the afternoon plan's
+// Below this share a training stage did not have its cores to itself: alone, the day plan's
 // MoS and softmax kept 0.98 on 2 cores; beside one busy loop MoS kept 0.62 and took 3.3 times as
 // long (docs/reproduction.md has the commands).
 constexpr double kSharedCores = 0.9;

@@ -71,7 +71,7 @@ struct PointerOptions {
   int64_t bptt = 70;     // segment length of the model's pass (any length gives the same numbers)
 };
 // The grid searched on valid. Grave et al.'s Fig. 2 spans θ 0–1.5 and λ 0.05–0.3 for their
-// models, but θ multiplies h_tᵀ h_i, whose scale comes with the model: the afternoon plan's
+// models, but θ multiplies h_tᵀ h_i, whose scale comes with the model: the day plan's
 // models all chose θ 1.5, that grid's largest, and over a wider one the softmax-sized ones θ 4–6
 // and a mixture θ 24 (docs/reproduction.md). So θ goes up to 64, by steps of about 1.5x, and λ
 // down to 0.02.

@@ -147,7 +147,7 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   }
 }
 
-// One precision per results directory: the afternoon plan's first runs are fp32 (AVX2), and a
+// One precision per results directory: the day plan's first runs were fp32 (AVX2), and a
 // bf16 run on an AVX512_BF16 CPU would put a precision change into a 2-perplexity comparison.
 TEST(Reproduce, AResultsDirectoryKeepsOnePrecision) {
   const auto record = [](const std::string& precision) {

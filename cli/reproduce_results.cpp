@@ -184,6 +184,48 @@ double core_share(const StageRecord* r) {
 // long (docs/reproduction.md has the commands).
 constexpr double kSharedCores = 0.9;
 
+std::string minutes_text(double seconds) {
+  const double minutes = seconds / 60;
+  if (minutes < 60) return strf("%.1f min", minutes);
+  const long whole = std::lround(minutes);
+  return strf("%ld h %02ld min", whole / 60, whole % 60);
+}
+
+// What the plan cost so far, for "does it fit an afternoon?": every finished stage's wall time,
+// summed per machine (runs carried between machines have one sum for each), with the runs one
+// after another as `reproduce` runs them. A GPU-trained stage counts on its GPU's line.
+std::string wall_time_note(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
+  std::vector<std::pair<std::string, std::pair<double, int>>> machines;  // name: seconds, stages
+  int complete = 0;
+  for (const PlanRun& pr : plan.runs) {
+    int stages = 0;
+    for (const std::string& stage : plan.stages) {
+      const StageRecord* r = find_record(records, pr.name(), stage);
+      if (!r || !(r->number("wall_s") >= 0)) continue;
+      ++stages;
+      const std::string name = on_gpu(r)
+                                   ? r->text("device")
+                                   : (r->text("cpu").empty() ? "an unnamed CPU" : r->text("cpu")) +
+                                         strf(", %.0f threads", r->number("threads"));
+      auto at = std::find_if(machines.begin(), machines.end(),
+                             [&](const auto& m) { return m.first == name; });
+      if (at == machines.end()) at = machines.insert(machines.end(), {name, {0.0, 0}});
+      at->second.first += r->number("wall_s"), at->second.second += 1;
+    }
+    complete += stages == static_cast<int>(plan.stages.size());
+  }
+  if (machines.empty()) return "";
+  std::string note = strf(
+      "\nWall time of the finished stages, summed (the runs one after another, as `reproduce` "
+      "runs them; %d of %zu runs have every stage): ",
+      complete, plan.runs.size());
+  for (size_t i = 0; i < machines.size(); ++i)
+    note +=
+        (i ? "; " : "") + minutes_text(machines[i].second.first) + " on " + machines[i].first +
+        strf(" (%d stage%s)", machines[i].second.second, machines[i].second.second == 1 ? "" : "s");
+  return note + ".\n";
+}
+
 }  // namespace
 
 std::string results_markdown(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
@@ -247,10 +289,10 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
         "run alone keeps ~98%): " +
         shared + ".\n";
   md +=
-      "\nEvery run (— : not run yet):\n\n| run | epochs | train min | valid | test | finetuned "
+      "\nEvery run (— : not run yet):\n\n| run | epochs | train min | all stages min | valid | "
       "test "
-      "| dyneval test | pointer test (θ, λ) | rank | precision | commit |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "| finetuned test | dyneval test | pointer test (θ, λ) | rank | precision | commit |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const PlanRun& pr : plan.runs) {
     const std::string run = pr.name();
     const StageRecord* train = find_record(records, run, "train");
@@ -259,8 +301,12 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
     auto num = [&](const std::string& stage, const std::string& key, int digits = 2) {
       return summary({field(records, run, stage, key)}, digits);
     };
+    double all_stages = 0;  // of the finished stages
+    for (const std::string& stage : plan.stages)
+      if (const double w = field(records, run, stage, "wall_s"); w >= 0) all_stages += w;
     md += "| " + run + " | " + num("train", "epochs", 0) + " | " +
           (train ? strf("%.1f", train->number("train_s") / 60) : "—") + " | " +
+          (all_stages > 0 ? strf("%.1f", all_stages / 60) : "—") + " | " +
           num("train", "valid_ppl") + " | " + num("train", "test_ppl") + " | " +
           num("finetune", "test_ppl") + " | " + num("dyneval", "test_ppl") + " | " +
           num("pointer", "test_ppl") +
@@ -271,7 +317,7 @@ std::string results_markdown(const std::vector<StageRecord>& records, const Repr
           (train ? train->text("precision") + (gpu.empty() ? "" : " (" + gpu + ")") : "—") + " | " +
           (train ? train->text("commit") : "—") + " |\n";
   }
-  return md;
+  return md + wall_time_note(records, plan);
 }
 
 std::string results_figure_svg(const std::vector<StageRecord>& records, const ReproducePlan& plan) {

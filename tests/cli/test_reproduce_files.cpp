@@ -281,3 +281,36 @@ TEST(Reproduce, ARunThatSharedItsCoresIsNamedUnderTheWallClockTable) {
   EXPECT_EQ(results_markdown(read_results(path), reproduce_plan("quick")).find("under 90%"),
             std::string::npos);
 }
+
+// "Does the plan fit an afternoon?" is read off results.md: each run's stages summed, and the
+// whole plan's, per machine (a GPU-trained stage on its GPU's line).
+TEST(Reproduce, TheTableSumsTheWallTimeOfTheFinishedStagesPerMachine) {
+  const std::string out = mgtest::temp_dir("reproduce_wall_time");
+  const std::string path = results_path(out);
+  fs::create_directories(out);
+  auto line = [](const std::string& run, const std::string& stage, double wall_s,
+                 const std::string& device = "cpu") {
+    JsonLine l;
+    l.add("plan", "quick").add("run", run).add("head", run.substr(0, run.rfind("-s")));
+    l.add("seed", int64_t{1}).add("stage", stage).add("precision", "fp32");
+    l.add("cpu", "AMD EPYC (AVX2)").add("threads", int64_t{2}).add("device", device);
+    if (stage == "train") l.add("train_s", wall_s);  // the trainer's own clock
+    return l.add("wall_s", wall_s).str();
+  };
+  for (const char* stage : {"train", "finetune", "dyneval", "pointer", "rank"})
+    append_result(path, line("mos-s1", stage, 1500));  // 5 x 25 min
+  append_result(path, line("softmax-s1", "train", 300, "NVIDIA H200 (sm_90, 139.8 GiB)"));
+  append_result(path, line("softmax-s1", "finetune", 420));
+  const std::string md = results_markdown(read_results(path), reproduce_plan("quick"));
+  EXPECT_NE(md.find("| train min | all stages min |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| mos-s1 | — | 25.0 | 125.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| softmax-s1 | — | 5.0 | 12.0 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| moc-s1 | — | — | — |"), std::string::npos) << md;
+  EXPECT_NE(md.find("1 of 7 runs have every stage): 2 h 12 min on AMD EPYC (AVX2), 2 threads (6 "
+                    "stages); 5.0 min on NVIDIA H200 (sm_90, 139.8 GiB) (1 stage)."),
+            std::string::npos)
+      << md;
+  fs::remove(path);
+  EXPECT_EQ(results_markdown({}, reproduce_plan("quick")).find("Wall time"), std::string::npos)
+      << "nothing finished: nothing to sum";
+}

@@ -51,7 +51,7 @@ ReproducePlan quick_plan() {
 }
 
 // The day plan's recipe for AWD-LSTM's regularisation (lighter than AWD-LSTM's own, for models of
-// 0.3-1.6M parameters); only the sizes and the epoch cap change between the afternoon and day
+// 0.4-1.6M parameters); only the sizes and the epoch cap change between the afternoon and day
 // plans.
 std::vector<std::string> small_plan_flags(const std::string& emsize, const std::string& nhid,
                                           const std::string& n_experts, const std::string& epochs) {
@@ -87,7 +87,7 @@ ReproducePlan afternoon_plan() {
   return p;
 }
 
-// The afternoon plan until 2026-11-28 (its table in docs/reproduction.md): d = 64, where MoS
+// The afternoon plan until 2026-11-28 (its table in docs/reproduction/day.md): d = 64, where MoS
 // showed its lead from the first epoch, but about 5.7 hours of an AVX-512 Intel Xeon's 2 cores and
 // ~10 of an AVX2 AMD's, so a day, not an afternoon.
 ReproducePlan day_plan() {

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The `paper` plan's MoS run on a GPU for as long as one call to a lent machine allows
-# (docs/reproduction.md, "The `paper` plan on a lent GPU"): `mosgrad reproduce --plan paper --runs mos-s1 --device
-# cuda` under a time budget, stopped by SIGINT (its checkpoint saved, so a later call with the
+# One run of the `paper` plan on a GPU for as long as one call to a lent machine allows
+# (docs/reproduction.md, "The `paper` plan on a lent GPU"): `mosgrad reproduce --plan paper --runs $RUN
+# --device cuda` under a time budget, stopped by SIGINT (its checkpoint saved, so a later call with the
 # same PAPER_DIR continues it), then the small files copied to DEST and the validation perplexity
 # per epoch printed beside the MoS reference's (zihangdai/mos issue 12: valid 65.3 near epoch 97).
 # The checkpoint (~180 MB for mos-paper) stays in PAPER_DIR: a lent machine returns at most 64 MiB.
 # Relative paths below are taken from the checkout's root (the script cds there).
+#   RUN        the plan's run (default mos-s1; softmax-s1 is the other). Two runs at once need two
+#              PAPER_DIRs and DESTs (reproduce refuses a second process on one folder)
 #   BIN        folder holding mosgrad built with `make CUDA=1` (default build/release-cuda)
 #   MOSGRAD_DATA  Penn Treebank folder (unset: mosgrad's own search, data/ptb then ../shared/data/ptb)
 #   BUDGET     seconds before the SIGINT (default 480: a 600-second call keeps time to copy)
@@ -18,6 +20,7 @@ BIN_DIR="${BIN:-build/release-cuda}"
 PAPER_DIR="${PAPER_DIR:-build/paper}"
 DEST="${DEST:-${OUT:-build/paper-out}}"
 BUDGET="${BUDGET:-480}"
+RUN="${RUN:-mos-s1}"
 [[ -x $BIN_DIR/mosgrad ]] || { echo "gpu_paper: no $BIN_DIR/mosgrad (build it with make CUDA=1, or set BIN)" >&2; exit 2; }
 [[ $BUDGET =~ ^[1-9][0-9]*$ ]] || { echo "gpu_paper: BUDGET='$BUDGET' is not a whole number of seconds" >&2; exit 2; }
 mkdir -p "$DEST"
@@ -27,7 +30,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>
 # KILL in case it is stuck (the results file is only ever appended whole lines, so even that is safe).
 data=()
 [[ -n ${MOSGRAD_DATA:-} ]] && data=(--data "$MOSGRAD_DATA")
-timeout -s INT -k 60 "$BUDGET" "$BIN_DIR/mosgrad" reproduce --plan paper --runs mos-s1 \
+timeout -s INT -k 60 "$BUDGET" "$BIN_DIR/mosgrad" reproduce --plan paper --runs "$RUN" \
   --device "${DEVICE:-cuda}" --out "$PAPER_DIR" "${data[@]}" >"$DEST/reproduce.log" 2>&1
 rc=$?
 case $rc in
@@ -38,7 +41,7 @@ case $rc in
 esac
 tail -3 "$DEST/reproduce.log"
 
-run="$PAPER_DIR/runs/mos-s1"
+run="$PAPER_DIR/runs/$RUN"
 for f in metrics.jsonl finetune_metrics.jsonl curves.svg device precision; do
   [[ -f $run/$f ]] && cp "$run/$f" "$DEST/"
 done

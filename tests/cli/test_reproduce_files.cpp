@@ -97,7 +97,14 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
                       "'quick' has now"),
             std::string::npos)
       << what;
+  EXPECT_EQ(what.find("--plan day"), std::string::npos)
+      << "only the afternoon plan became the day plan";
+  o.plan = "afternoon";  // whose old size lives on as the day plan: the message says how to move
+  what = message(
+      "{\"plan\":\"afternoon\",\"run\":\"softmax-s1\",\"head\":\"softmax\",\"stage\":"
+      "\"train\",\"precision\":\"fp32\",\"command\":\"mosgrad train --emsize 64\"}\n");
   EXPECT_NE(what.find("--plan day"), std::string::npos) << what;
+  o.plan = "quick";
   what = message(line + "\"stage\":\"train\"}\n");  // every line names its precision
   EXPECT_NE(what.find("without its precision"), std::string::npos) << what;
   // A results file carried to a new machine without the run directories (checkpoints are never

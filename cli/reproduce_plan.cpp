@@ -50,16 +50,29 @@ ReproducePlan quick_plan() {
   return p;
 }
 
-// The day plan's recipe for AWD-LSTM's regularisation (lighter than AWD-LSTM's own, for models of
-// 0.4-1.6M parameters); only the sizes and the epoch cap change between the afternoon and day
-// plans.
-std::vector<std::string> small_plan_flags(const std::string& emsize, const std::string& nhid,
-                                          const std::string& n_experts, const std::string& epochs) {
-  return {"--preset",   "small-mos", "--emsize",    emsize,    "--nhid",     nhid,
-          "--nhidlast", nhid,        "--n_experts", n_experts, "--dropout",  "0.3",
-          "--dropouth", "0.2",       "--dropouti",  "0.1",     "--dropoute", "0.05",
-          "--wdrop",    "0.3",       "--dropoutl",  "0.2",     "--epochs",   epochs,
-          "--nonmono",  "3"};
+// The afternoon and day plans: one recipe for AWD-LSTM's regularisation (lighter than AWD-LSTM's
+// own, for models of 0.4-1.6M parameters) at two sizes; only the sizes, the epoch caps and the
+// order of the runs differ.
+ReproducePlan small_plan(const std::string& name, const std::string& description,
+                         const std::string& emsize, const std::string& nhid,
+                         const std::string& n_experts, const std::string& epochs,
+                         int64_t finetune_epochs) {
+  ReproducePlan p;
+  p.name = name, p.description = description;
+  p.train_flags = {"--preset",   "small-mos", "--emsize",    emsize,    "--nhid",     nhid,
+                   "--nhidlast", nhid,        "--n_experts", n_experts, "--dropout",  "0.3",
+                   "--dropouth", "0.2",       "--dropouti",  "0.1",     "--dropoute", "0.05",
+                   "--wdrop",    "0.3",       "--dropoutl",  "0.2",     "--epochs",   epochs,
+                   "--nonmono",  "3"};
+  p.stages = reproduce_stage_names();
+  p.finetune_epochs = finetune_epochs;
+  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
+  p.rank_contexts = 5000;
+  // Pinned: the day plan's first runs (softmax-s1, mos-s1, moc-s1) trained in fp32 on an AVX2
+  // CPU, and heads differ by ~2 perplexity (MoS - MoC), so bf16 on an AVX512_BF16 CPU would mix a
+  // precision change into the comparison; fp32 also gives the same numbers on every CPU.
+  p.precision = "fp32";
+  return p;
 }
 
 // The headline plan, sized by measurement to fit 3 hours of 2 cores of the slowest CPU our
@@ -69,21 +82,15 @@ std::vector<std::string> small_plan_flags(const std::string& emsize, const std::
 // keeps a mixture's head (K·d·V multiply-adds a token, plus K·V exponentials) within ~2.5 times a
 // softmax run's cost.
 ReproducePlan afternoon_plan() {
-  ReproducePlan p;
-  p.name = "afternoon";
-  p.description =
+  ReproducePlan p = small_plan(
+      "afternoon",
       "E = d = 32, LSTM [128, 128], K = 3, 10 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
-      "the others; about 3 hours of 2 cores";
-  p.train_flags = small_plan_flags("32", "128", "3", "10");
+      "the others; about 3 hours of 2 cores",
+      "32", "128", "3", "10", 5);
   // The pair the table is about first, then one run of every other head, then the further seeds:
   // a plan stopped part-way has then compared the most heads.
   p.runs = {{"softmax", 1}, {"mos", 1},     {"moc", 1}, {"sigsoftmax", 1}, {"mos-k1", 1},
             {"mosig", 1},   {"softmax", 2}, {"mos", 2}, {"softmax", 3},    {"mos", 3}};
-  p.stages = reproduce_stage_names();
-  p.finetune_epochs = 5;
-  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
-  p.rank_contexts = 5000;
-  p.precision = "fp32";  // the same numbers on every CPU: a table compares heads, not precisions
   return p;
 }
 
@@ -91,24 +98,15 @@ ReproducePlan afternoon_plan() {
 // showed its lead from the first epoch, but about 5.7 hours of an AVX-512 Intel Xeon's 2 cores and
 // ~10 of an AVX2 AMD's, so a day, not an afternoon.
 ReproducePlan day_plan() {
-  ReproducePlan p;
-  p.name = "day";
-  p.description =
+  ReproducePlan p = small_plan(
+      "day",
       "E = d = 64, LSTM [256, 256], K = 5, 12 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
-      "the others; 6-10 hours of 2 cores";
-  p.train_flags = small_plan_flags("64", "256", "5", "12");
+      "the others; 6-10 hours of 2 cores",
+      "64", "256", "5", "12", 8);
   // mos-k1 joined on 2026-11-27, after the first nine (the control for width and the latent layer:
   // head_flags).
   p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},   {"sigsoftmax", 1},
             {"mos", 2}, {"softmax", 2}, {"mos", 3}, {"softmax", 3}, {"mos-k1", 1}};
-  p.stages = reproduce_stage_names();
-  p.finetune_epochs = 8;
-  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
-  p.rank_contexts = 5000;
-  // Pinned: its first runs (softmax-s1, mos-s1, moc-s1) trained in fp32 on an AVX2 CPU, and heads
-  // differ by ~2 perplexity (MoS - MoC), so bf16 on an AVX512_BF16 CPU would mix a precision
-  // change into the comparison.
-  p.precision = "fp32";
   return p;
 }
 

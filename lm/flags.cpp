@@ -96,7 +96,9 @@ Flag real_flag(const std::string& name, const std::string& section, const std::s
           section,
           [name, &target, low, high, high_open](const std::string& text) {
             const double v = parse_number_flag(name, text);
-            if (v < low || (high_open ? v >= high : v > high))
+            // Checked as stored too: 0.99999999999 is below 1 but is 1 as a float.
+            if (v < low || (high_open ? v >= high : v > high) ||
+                (high_open && static_cast<T>(v) >= high))
               throw std::invalid_argument("--" + name + " must be in [" + number_str(low) + ", " +
                                           number_str(high) + (high_open ? ")" : "]") + ", got " +
                                           text);

@@ -13,6 +13,17 @@ namespace fs = std::filesystem;
 
 namespace mgtest {
 
+std::shared_ptr<RNNModel> scaled_tiny_model(int64_t V, float scale, HeadKind head) {
+  ModelConfig c;
+  c.ntoken = V, c.emsize = 6, c.nhid = 10, c.nhidlast = 8, c.nlayers = 2, c.n_experts = 2;
+  c.head = head, c.tied = false;
+  c.dropout = c.dropouth = c.dropouti = c.dropoute = c.dropoutl = c.wdrop = 0;
+  auto m = std::make_shared<RNNModel>(c, 5);
+  for (auto& [name, p] : m->named_parameters())
+    for (float *x = p.data(), *end = x + p.numel(); x != end; ++x) *x *= scale;
+  return m;
+}
+
 namespace {
 // Every directory temp_dir made, removed when the test program exits (they used to pile up in
 // /tmp).

@@ -2,6 +2,7 @@
 // config with every dropout on, a run that records each step's loss, and where PTB is.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,12 @@ mg::TrainConfig small_config(const std::string& data, const std::string& save);
 // Trains and returns the loss of every step (and the result, when asked).
 std::vector<double> run_collecting(const mg::TrainConfig& cfg, const mg::Corpus& corpus,
                                    mg::TrainResult* result = nullptr);
+
+// A tiny MoS (or `head`) model, V words, E = 6, LSTM [10, 8], K = 2, no dropout, its initial
+// weights multiplied by `scale` (at the init's U(±0.1) every distribution is nearly uniform; a
+// scale of 3-20 gives the peaked, context-dependent ones of a trained model).
+std::shared_ptr<mg::RNNModel> scaled_tiny_model(int64_t V, float scale,
+                                                mg::HeadKind head = mg::HeadKind::MoS);
 
 // PTB's directory as the trainer finds it (mg::resolve_data_dir: MOSGRAD_DATA, else the usual
 // places), and whether its three files are there.

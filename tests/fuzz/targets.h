@@ -1,13 +1,15 @@
 // The fuzz targets: each feeds arbitrary bytes to one reader of untrusted input and checks that it
 // either succeeds (and what it returns is consistent) or throws a clear error. An error that is
 // not std::runtime_error / std::invalid_argument (std::bad_alloc, std::out_of_range from a bare
-// stoll, ...), a crash, a sanitizer report or a broken invariant is a finding.
+// stoll, ...), a crash, a sanitizer report or a broken invariant is a finding. The model-file
+// targets (checkpoint, safetensors, train_state) must also refuse a claim before allocating for it:
+// no call may hold more than 256 MB of tensors at once (an input is at most 64 KB), and every
+// tensor returned holds the values its shape says.
 //
 // The same functions run two ways:
-//   make fuzz        libFuzzer + ASan/UBSan (clang), each target for FUZZ_SECONDS
-//   (tests/fuzz/main.cpp) make test        tests/fuzz/test_fuzz_replay.cpp replays the committed seed
-//   corpus and every crash
-//                    reproducer (tests/fuzz/corpus/<target>/, tests/fuzz/crashes/<target>/)
+//   make fuzz   libFuzzer + ASan/UBSan (clang, tests/fuzz/main.cpp), each target for FUZZ_SECONDS
+//   make test   tests/fuzz/test_fuzz_replay.cpp replays the committed seed corpus and every crash
+//               reproducer (tests/fuzz/corpus/<target>/, tests/fuzz/crashes/<target>/)
 #pragma once
 
 #include <cstddef>
@@ -29,10 +31,12 @@ void safetensors(const uint8_t* data, size_t size);
 void corpus(const uint8_t* data, size_t size);
 // A command line: words separated by NUL bytes; the first byte picks the subcommand (train,
 // finetune, eval, dyneval, generate, export, import, rank, bottleneck-demo, pointer, gradcheck),
-// the rest are its flags, parsed by parse_command (cli/commands.h).
+// the rest are its flags, parsed by parse_command (cli/commands.h). What train and finetune accept
+// keeps the model's size computable and every dropout rate in [0, 1) as the float it is stored in.
 void flags(const uint8_t* data, size_t size);
 // A metrics.jsonl file, as `mosgrad plot` reads it (parse_metrics): every point it returns is
-// finite and positive, and the tokens of each curve increase.
+// finite and positive, and the tokens of each curve increase; a torn last line (no newline, not
+// JSON) reads as if it were not there.
 void metrics(const uint8_t* data, size_t size);
 // A training state (with its CRC rewritten, as for checkpoint) resumed into the run of
 // model_seeds.h's fuzz_state_config: every field checked, so a restored state is in range.

@@ -1,6 +1,7 @@
 // Replays the fuzz targets' inputs (tests/fuzz/targets.h): the seed corpus (committed text seeds,
-// generated model files) and every crash reproducer that `make fuzz` ever found. Each must load or
-// be refused with a clear error, in this ordinary build too, so a fixed crash stays fixed.
+// generated model files) and the crash reproducers of tests/fuzz/crashes/ (what `make fuzz` found,
+// and inputs of the failures the readers once had or could have). Each must load or be refused
+// with a clear error, in this ordinary build too, so a fixed crash stays fixed.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -63,10 +64,27 @@ TEST(FuzzReplay, SeedCorpusLoadsOrIsRefusedClearly) {
   }
 }
 
+// tests/fuzz/crashes/<target>/ holds the inputs that once broke a reader or would break it again
+// if a check went (tests/fuzz/crashes/README.md). A missing or empty folder fails: a replay of
+// nothing would pass whatever the readers do.
 TEST(FuzzReplay, EveryCrashFoundStaysFixed) {
+  const fs::path root = fs::path(MOSGRAD_SOURCE_DIR) / "tests" / "fuzz" / "crashes";
   size_t n = 0;
-  for (const mgfuzz::Target& t : mgfuzz::targets())
-    for (const fs::path& f : inputs_of(t.name, "crashes")) replay(t, f), ++n;
+  for (const mgfuzz::Target& t : mgfuzz::targets()) {
+    const auto files = inputs_of(t.name, "crashes");
+    EXPECT_FALSE(files.empty()) << (root / t.name)
+                                << " is missing or empty: every target keeps its reproducers there";
+    for (const fs::path& f : files) replay(t, f), ++n;
+  }
+  // A folder no target reads would be skipped in silence (a misspelt or renamed target).
+  if (fs::is_directory(root))
+    for (const auto& e : fs::directory_iterator(root)) {
+      if (!e.is_directory()) continue;
+      bool known = false;
+      for (const mgfuzz::Target& t : mgfuzz::targets())
+        known = known || e.path().filename() == t.name;
+      EXPECT_TRUE(known) << e.path() << " is no fuzz target's folder (tests/fuzz/targets.cpp)";
+    }
   std::printf("replayed %zu crash reproducers\n", n);
 }
 

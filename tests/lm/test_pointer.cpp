@@ -80,8 +80,13 @@ double reference_pointer_loss(RNNModel& model, const std::vector<int64_t>& ids, 
 
 TEST(Pointer, MatchesTheDirectFormulaOneWordAtATime) {
   const std::vector<int64_t> ids = token_stream(160, 5);
-  for (HeadKind head : {HeadKind::Softmax, HeadKind::MoS}) {
-    auto model = tiny_model(head);
+  // At the init's scale every h_t is nearly the same vector, so the attention hardly tells one
+  // position from another; at 20 times it (weights of a trained model's size) h_t depends on the
+  // context, and a key stored or read at the wrong time changes the numbers.
+  const std::vector<std::pair<HeadKind, float>> models = {
+      {HeadKind::Softmax, 1.0f}, {HeadKind::MoS, 1.0f}, {HeadKind::MoS, 20.0f}};
+  for (const auto& [head, scale] : models) {
+    auto model = tiny_model(head, scale);
     const PointerStream s = pointer_stream(*model, ids, 7);  // segments of 7: the carry matters
     EXPECT_TRUE(model->is_training()) << "pointer_stream restores the model's mode";
     ASSERT_EQ(s.size(), 159);
@@ -92,11 +97,59 @@ TEST(Pointer, MatchesTheDirectFormulaOneWordAtATime) {
         for (double lambda : {0.0, 0.1, 0.6}) {
           const double ref = reference_pointer_loss(*model, ids, window, thetas[a], lambda);
           EXPECT_NEAR(pointer_mixture_loss(s, p[a], lambda), ref, 1e-6 * std::fabs(ref))
-              << "head " << static_cast<int>(head) << " window " << window << " theta " << thetas[a]
-              << " lambda " << lambda;
+              << "head " << static_cast<int>(head) << " scale " << scale << " window " << window
+              << " theta " << thetas[a] << " lambda " << lambda;
         }
     }
-    EXPECT_NEAR(model_only_loss(s), reference_pointer_loss(*model, ids, 5, 1.0, 0.0), 1e-6);
+    const double ref = reference_pointer_loss(*model, ids, 5, 1.0, 0.0);
+    EXPECT_NEAR(model_only_loss(s), ref, 1e-6 * std::fabs(ref)) << "scale " << scale;
+  }
+}
+
+// Grave et al.'s eq. 2, p_ptr(w | t) = Σ_{i=t−L}^{t−1} softmax_i(θ h_tᵀ h_i) 1[x_{i+1} = w], on a
+// stream made by hand, its values worked out on paper: the keys are one-hot, so h_tᵀ h_i is 1 where
+// position i has t's key and 0 elsewhere, and with θ = ln 4 the attention weights are 4 and 1. A
+// query taken from another position than t, or a window one entry short, gives other fractions.
+// (The model's own keys cannot show these: at the init's scale every h_t is nearly the same
+// vector, so any query attends alike.)
+TEST(Pointer, AttentionOverAHandMadeCacheGivesTheFractionsWorkedOutByHand) {
+  // t:       0   1   2   3   4   5
+  // key:     e0  e1  e0  e1  e0  e1
+  // target:  A   B   C   A   B   B      (x_{t+1}: the word cached with h_t, and the one scored)
+  constexpr int64_t A = 7, B = 8, C = 9;
+  PointerStream s;
+  s.H = 2;
+  s.keys = {1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1};
+  s.targets = {A, B, C, A, B, B};
+  s.p_model.assign(6, 0.5);
+  const double ln4 = std::log(4.0);
+  struct Case {
+    int64_t window;
+    double theta;
+    std::vector<double> p;  // p_ptr[t] for t = 1..5 (t = 0: the cache is empty)
+  };
+  const std::vector<Case> cases = {
+      // The whole history. t = 1, 2: the target is not in the cache yet. t = 3, query e1: the
+      // cached words A (position 0, key e0) weigh 1, B 4, C 1: p(A) = 1/6.
+      // t = 4, query e0: A 4, B 1, C 4, A 1: p(B) = 1/10. t = 5, query e1: A 1, B 4, C 1, A 4,
+      // B 1: p(B) = (4 + 1)/11.
+      {500, ln4, {0, 0, 1.0 / 6, 1.0 / 10, 5.0 / 11}},
+      // The last 3 positions. t = 3: positions 0-2, as above. t = 4 (1-3, query e0): B 1, C 4, A 1:
+      // p(B) = 1/6. t = 5 (2-4, query e1): C 1, A 4, B 1: p(B) = 1/6.
+      {3, ln4, {0, 0, 1.0 / 6, 1.0 / 6, 1.0 / 6}},
+      // The last position alone: the pointer is 1 where x_t = x_{t+1} (t = 5), else 0.
+      {1, ln4, {0, 0, 0, 0, 1}},
+      // θ = 0: every cached position weighs the same, so p is the target's share of the window.
+      {500, 0, {0, 0, 1.0 / 3, 1.0 / 4, 2.0 / 5}},
+  };
+  for (const Case& c : cases) {
+    const auto p = pointer_probabilities(s, c.window, {c.theta});
+    ASSERT_EQ(p.size(), 1u);
+    ASSERT_EQ(p[0].size(), 6u);
+    EXPECT_EQ(p[0][0], -1) << "nothing is cached before the first target";
+    for (int64_t t = 1; t < 6; ++t)
+      EXPECT_NEAR(p[0][t], c.p[t - 1], 1e-12)
+          << "window " << c.window << ", theta " << c.theta << ", t = " << t;
   }
 }
 

@@ -1,8 +1,9 @@
 // The recipe around the math, each rule written out by hand on a tiny model and compared with
-// what the library does: dynamic evaluation's update, sampling, variable BPTT, the NT-ASGD switch,
-// exact resume at every epoch end across the switch (and with Adam), and which dropout rate acts
-// where. Each test kills plausible bugs that leave every gradient check green (tools/mutations.txt,
-// the "lm/: the recipe" section).
+// what the library does: dynamic evaluation's update, variable BPTT, the NT-ASGD switch, exact
+// resume at every epoch end across the switch (and with Adam), and which dropout rate acts where
+// (sampling: tests/lm/test_generate.cpp).
+// Each test kills plausible bugs that leave every gradient check green (tools/mutations.txt, the
+// "lm/: the recipe" section).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,7 +16,6 @@
 #include "io/read_file.h"
 #include "lm/batching.h"
 #include "lm/dyneval.h"
-#include "lm/generate.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
 #include "tensor/philox.h"
@@ -26,14 +26,7 @@ using namespace mg;
 namespace {
 
 std::shared_ptr<RNNModel> tiny_model(int64_t V, float scale, HeadKind head = HeadKind::MoS) {
-  ModelConfig c;
-  c.ntoken = V, c.emsize = 6, c.nhid = 10, c.nhidlast = 8, c.nlayers = 2, c.n_experts = 2;
-  c.head = head, c.tied = false;
-  c.dropout = c.dropouth = c.dropouti = c.dropoute = c.dropoutl = c.wdrop = 0;
-  auto m = std::make_shared<RNNModel>(c, 5);
-  for (auto& [name, p] : m->named_parameters())
-    for (float *x = p.data(), *end = x + p.numel(); x != end; ++x) *x *= scale;
-  return m;
+  return mgtest::scaled_tiny_model(V, scale, head);
 }
 
 std::vector<int64_t> stream(int64_t n, int64_t V, uint64_t seed) {
@@ -199,46 +192,6 @@ TEST(Dyneval, TheSameBitsOnOneThreadAndTwo) {
   set_num_threads(threads_before);
   EXPECT_EQ(results[0].loss, results[1].loss);
   EXPECT_EQ(weights[0], weights[1]);
-}
-
-// generate: the prompt read in one pass; each word drawn by inverse CDF from p^(1/T) of the
-// distribution after the last word read, with u from the seed's Philox stream; the hidden state
-// carried from word to word.
-TEST(Generate, EachWordIsSampledAsWrittenOut) {
-  const int64_t V = 15;
-  Vocab vocab;
-  for (int64_t w = 0; w < V; ++w) vocab.add(w == 0 ? "<eos>" : "w" + std::to_string(w));
-  auto model = tiny_model(V, 8);
-  // Several seeds: the first word of each must come from the distribution after the prompt's last
-  // word (one seed alone could draw the same word from another row).
-  for (uint64_t seed = 1; seed <= 6; ++seed) {
-    GenerateConfig cfg;
-    cfg.words = 25, cfg.temperature = 0.6f, cfg.seed = seed, cfg.prompt = "w3 w7 w1 w12";
-    const std::vector<std::string> got = generate(*model, vocab, cfg);
-
-    model->eval();
-    NoGradGuard no_grad;
-    Generator gen(cfg.seed);
-    ModelOutput out = model->forward({3, 7, 1, 12}, 4, 1, model->init_hidden(1));
-    for (int64_t n = 0; n < cfg.words; ++n) {
-      const Tensor lp = contiguous(out.log_prob);
-      const float* last = lp.data() + (lp.size(0) - 1) * V;  // after the last word read
-      double mx = -INFINITY, total = 0;
-      for (int64_t v = 0; v < V; ++v) mx = std::max(mx, double(last[v]));
-      std::vector<double> w(V);
-      for (int64_t v = 0; v < V; ++v) total += w[v] = std::exp((last[v] - mx) / cfg.temperature);
-      const double u = philox_uniform(gen.seed, gen.advance(1)) * total;
-      int64_t next = V - 1;
-      double acc = 0;
-      for (int64_t v = 0; v < V; ++v)
-        if ((acc += w[v]) > u) {
-          next = v;
-          break;
-        }
-      ASSERT_EQ(got.at(n), vocab.word(next)) << "seed " << seed << ", word " << n;
-      out = model->forward({next}, 1, 1, out.hidden);
-    }
-  }
 }
 
 // AWD-LSTM's variable BPTT: with probability 0.95 around bptt, else around bptt/2 (not rounded),

@@ -1,16 +1,21 @@
 # mosgrad build. Plain GNU make, no configure step.
 #
 #   make            optimized library + the `mosgrad` command (build/release/)
-#   make test       check the layers, then build and run the GoogleTest suite (optimized, OpenMP;
-#                   it builds build/debug/ too, for the gdb walkthrough test)
+#   make test       the fast tier (a few minutes from a fresh clone): check the layers, build the
+#                   optimized tree, run every test but the slow and gdb tiers below
+#   make check      everything CI runs (.ci/run), tier by tier (docs/testing.md):
+#                     check-fast    make test
+#                     check-slow    the tests that train on PTB or run whole plans
+#                     check-gdb     the debug tree, then the gdb walkthrough and pretty-printer tests
+#                     check-course  the grader (100 of 100), the student tree, the lab pages' figures
+#                     mpi-check     data parallel under Open MPI gives the bits of one process
+#                     asan          the whole suite under Address + UndefinedBehavior sanitizers
+#                     check-cuda    the CUDA backend compiles and links; its no-GPU paths
 #   make check-layers  fail if a folder includes a higher one (tools/check_layers.sh)
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
-#   make asan       Address + UndefinedBehavior sanitizer build of the tests, and run them
 #   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed, and the
 #                   cost of --log-stats (and of mpirun -np 2, once make MPI=1 has built it)
-#   make mpi-check  data parallel under Open MPI gives the bits of one process (tools/mpi_check.sh;
-#                   builds build/release-mpi/ with MPI=1)
 #   make mutate     mutation testing: which planted bugs does the suite catch? (tools/mutate.sh)
 #   make student OUT=DIR [LABS=3,4]  the course's student tree: solutions replaced by stubs
 #   make grade [LAB=N] [JSON=FILE]   the course's grader: each task's tests, points out of 100
@@ -26,7 +31,11 @@ CXX      ?= g++
 MODE     ?= release
 ARCH     ?= -march=native
 # A CUDA build compiles every file with -DMOSGRAD_CUDA, so it gets its own folder (build/release-cuda).
-BUILD    := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)$(if $(filter 1,$(MPI)),-mpi)
+PLAIN_BUILD := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)
+BUILD    := $(PLAIN_BUILD)$(if $(filter 1,$(MPI)),-mpi)
+# Where the objects go. Only dist/processes.cpp uses MPI, so an MPI=1 build compiles that one file
+# into build/<mode>-mpi and takes every other object from the plain build beside it.
+OBJ      := $(if $(filter 1,$(MPI)),$(PLAIN_BUILD),$(BUILD))
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 WARN     := -Wall -Wextra
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
@@ -61,13 +70,26 @@ LIB_SRCS  := $(wildcard dist/*.cpp tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp
 TEST_DIRS := cuda tensor autograd nn io lm analysis cli tools docs
 TEST_SRCS := $(wildcard tests/*.cpp $(TEST_DIRS:%=tests/%/*.cpp)) tests/fuzz/test_fuzz_replay.cpp \
              tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp
+# The tests the course's tasks name (docs/course/tasks.txt), with the helpers they share: `make
+# grade` builds only these (build/release/grade_tests), so a student's first grade compiles the
+# library and a fifth of the suite. A task whose test lives elsewhere grades "no test matches".
+GRADE_TEST_SRCS := tests/test_util.cpp tests/test_trainer_util.cpp tests/tensor/test_tensor.cpp \
+             tests/autograd/ops_case.cpp tests/autograd/test_autograd.cpp \
+             tests/autograd/test_ops_fixtures.cpp tests/autograd/test_ops_fixtures_layout.cpp \
+             tests/autograd/test_ops_gradcheck.cpp tests/nn/test_nn_layers.cpp \
+             tests/nn/test_layers_fixtures.cpp tests/nn/test_heads.cpp tests/lm/test_train_step.cpp \
+             tests/lm/test_recipe.cpp tests/analysis/test_svd.cpp tests/analysis/test_rank.cpp
 TOOL_SRCS := $(wildcard cli/mosgrad.cpp)  # the mosgrad program's main
 BENCH_SRCS:= $(wildcard bench/*.cpp)
 
-LIB_OBJS  := $(LIB_SRCS:%.cpp=$(BUILD)/%.o)
-TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
+LIB_OBJS  := $(LIB_SRCS:%.cpp=$(OBJ)/%.o)
+ifeq ($(MPI),1)
+  LIB_OBJS := $(filter-out $(OBJ)/dist/processes.o,$(LIB_OBJS)) $(BUILD)/dist/processes.o
+endif
+TEST_OBJS := $(TEST_SRCS:%.cpp=$(OBJ)/%.o)
 LIB       := $(BUILD)/libmosgrad.a
 TESTS     := $(BUILD)/run_tests
+GRADE_TESTS := $(BUILD)/grade_tests
 MOSGRAD   := $(BUILD)/mosgrad
 
 # CUDA=1: the cuda/ backend (nvcc, cuBLAS). CUDA_ARCH picks the GPU generation (90: H100).
@@ -76,7 +98,7 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= 90
 ifeq ($(CUDA),1)
   CUDA_SRCS := $(wildcard cuda/*.cu)
-  LIB_OBJS  += $(CUDA_SRCS:%.cu=$(BUILD)/%.o)
+  LIB_OBJS  += $(CUDA_SRCS:%.cu=$(OBJ)/%.o)
   CXXFLAGS  += -DMOSGRAD_CUDA -isystem $(CUDA_HOME)/include
   LDFLAGS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
   NVCCFLAGS := -std=c++17 -O3 -I. -DMOSGRAD_CUDA -MMD -MP -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
@@ -86,21 +108,52 @@ ifeq ($(CUDA),1)
   endif
 endif
 
-# MPI=1: Open MPI's compiler wrapper (Debian: apt-get install libopenmpi-dev openmpi-bin); only
-# dist/processes.cpp uses MPI, every other file is the same as in the plain build.
+# MPI=1: Open MPI's compiler wrapper (Debian: apt-get install libopenmpi-dev openmpi-bin) compiles
+# dist/processes.cpp and links the programs; every other object is the plain build's (OBJ above).
+MPICXX   ?= mpicxx
 ifeq ($(MPI),1)
-  CXX      := mpicxx
-  CXXFLAGS += -DMOSGRAD_MPI -DOMPI_SKIP_MPICXX=1
+  LINK     := $(MPICXX)
+$(BUILD)/dist/processes.o: CXX := $(MPICXX)
+$(BUILD)/dist/processes.o: CXXFLAGS += -DMOSGRAD_MPI -DOMPI_SKIP_MPICXX=1
+else
+  LINK     := $(CXX)
 endif
 
-.PHONY: mpi-check all test check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
+# The tests are checks, not the hot path: in the optimized tree they are compiled at -Og (-O3 on
+# GoogleTest's macros was most of the suite's compile time), against the library as it ships (-O3).
+# The library's objects come first when run_tests is linked, so an inline function that a test and
+# the library both compile runs as the library compiled it. GoogleTest and the standard headers
+# are precompiled once per tree (tests/test_pch.h; a stale or foreign .gch is ignored by the compiler).
+TEST_CXXFLAGS := $(if $(filter release,$(MODE)),$(filter-out -O3,$(CXXFLAGS)) -Og,$(CXXFLAGS))
+TEST_PCH      := $(if $(filter fuzz,$(MODE)),,$(OBJ)/tests/pch/test_pch.h)
+# Except where a test compiles a library formula itself and compares its bits with the library's
+# (the scalar exponential beside its SIMD forms): -Og and -O3 contract a*b + c into an FMA
+# differently, so that test is compiled as the library is, and without the header precompiled at
+# -Og (which brings its optimisation level with it).
+$(OBJ)/tests/tensor/test_vec_math.o: TEST_CXXFLAGS := $(CXXFLAGS)
+$(OBJ)/tests/tensor/test_vec_math.o: TEST_PCH :=
+
+.PHONY: mpi-check all test check check-lists check-fast check-slow check-gdb check-course check-cuda check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
-$(BUILD)/%.o: %.cpp
+$(OBJ)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/dist/processes.o: dist/processes.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -c $< -o $@
+
+$(OBJ)/tests/pch/test_pch.h.gch: tests/test_pch.h
+	@mkdir -p $(dir $@)
+	cp $< $(@:.gch=)
+	$(CXX) $(TEST_CXXFLAGS) -x c++-header $(@:.gch=) -o $@
+
+$(OBJ)/tests/%.o: tests/%.cpp $(if $(TEST_PCH),$(TEST_PCH).gch)
+	@mkdir -p $(dir $@)
+	$(CXX) $(TEST_CXXFLAGS) $(if $(TEST_PCH),-include $(TEST_PCH)) -c $< -o $@
+
+$(OBJ)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -108,30 +161,90 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(TESTS): $(TEST_OBJS) $(LIB)
-	$(CXX) $(TEST_OBJS) $(LIB) -o $@ $(LDFLAGS) -lgtest -lgtest_main -pthread
+$(TESTS): $(TEST_OBJS) $(LIB_OBJS)
+	$(LINK) $(LIB_OBJS) $(TEST_OBJS) -o $@ $(LDFLAGS) -lgtest -lgtest_main -pthread
 
-$(MOSGRAD): $(TOOL_SRCS:%.cpp=$(BUILD)/%.o) $(LIB)
-	$(CXX) $^ -o $@ $(LDFLAGS)
+$(GRADE_TESTS): $(GRADE_TEST_SRCS:%.cpp=$(OBJ)/%.o) $(LIB_OBJS)
+	$(LINK) $(LIB_OBJS) $(GRADE_TEST_SRCS:%.cpp=$(OBJ)/%.o) -o $@ $(LDFLAGS) -lgtest -lgtest_main -pthread
+
+$(MOSGRAD): $(TOOL_SRCS:%.cpp=$(OBJ)/%.o) $(LIB)
+	$(LINK) $^ -o $@ $(LDFLAGS)
 
 # Each bench/NAME.cpp is its own program build/release/bench/NAME; bench/run.sh runs them all
 # (and the PyTorch peers when torch is importable) and prints one table.
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIB)
-	$(CXX) $^ -o $@ $(LDFLAGS)
+$(BUILD)/bench/%: $(OBJ)/bench/%.o $(LIB)
+	$(LINK) $^ -o $@ $(LDFLAGS)
 
 bench:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(BENCH_SRCS:bench/%.cpp=build/release/bench/%) $(if $(TOOL_SRCS),build/release/mosgrad)
 	bash bench/run.sh
 
-# The suite; GTEST_FLAGS passes options through, e.g. make test GTEST_FLAGS=--gtest_filter='Ops*'
-RELEASE := build/release$(if $(filter 1,$(CUDA)),-cuda)
-# The debug programs too: tests/docs/test_gdb_walkthrough.cpp runs the docs' gdb sessions on them, and
-# tests/tools/test_gdb_printers.cpp checks the pretty-printers (tools/gdb/) on build/debug/run_tests
-# (CPU-only, whatever CUDA says: the walkthrough steps through CPU code).
+# The suite's tiers (docs/testing.md). One binary holds every test; the tiers are filters of it.
+# SLOW_TESTS train on PTB or run whole plans (seconds each alone, minutes on a busy machine);
+# GDB_TESTS drive gdb over the debug programs (build/debug/), which only check-gdb builds.
+SLOW_TESTS := Trainer.TinyPresetLearnsPennTreebank:RecipeCurves.*:Reproduce.*:Schedule.ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact
+GDB_TESTS  := GdbPrinters.*:GdbWalkthrough.*
+RELEASE    := build/release$(if $(filter 1,$(CUDA)),-cuda)
+# OpenMP threads that spin while they wait turn a busy machine's minutes into tens of minutes; the
+# suite checks bits, not speed, so its threads sleep when they wait.
+TEST_ENV   := OMP_WAIT_POLICY=passive
+
+# make test: the fast tier. GTEST_FLAGS passes options through, after the tier's own filter, e.g.
+# make test GTEST_FLAGS=--gtest_filter='Gradcheck*' (any test of any tier).
 test: check-layers
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug CUDA= build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)
-	./$(RELEASE)/run_tests $(GTEST_FLAGS)
+	$(TEST_ENV) ./$(RELEASE)/run_tests --gtest_filter=-$(SLOW_TESTS):$(GDB_TESTS) $(GTEST_FLAGS)
+
+# make check: everything CI runs, one tier after another (never two at once: the tiers' OpenMP
+# threads would fight for the cores), cheapest first, so a broken change fails in minutes. Each
+# tier's wall time is printed as it ends, and all of them at the end.
+CHECK_TIERS := check-lists check-fast check-slow check-gdb check-course mpi-check asan check-cuda
+check:
+	@rm -f build/check-times.txt; mkdir -p build; \
+	for tier in $(CHECK_TIERS); do \
+	  start=$$(date +%s); \
+	  $(MAKE) --no-print-directory $$tier || { echo "make check: $$tier FAILED" >&2; exit 1; }; \
+	  echo "make check: $$tier passed in $$(( $$(date +%s) - start )) s" | tee -a build/check-times.txt; \
+	done; \
+	echo "make check: every tier passed ($$(awk '{s += $$(NF - 1)} END {print s}' build/check-times.txt) s)"; \
+	cat build/check-times.txt
+
+# The mutation list (tools/mutations.txt) still matches the code it mutates, so `make mutate`
+# cannot silently rot (seconds; make mutate itself is too long for CI).
+check-lists:
+	bash tools/mutate.sh --check
+
+check-fast: test
+
+check-slow:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
+	$(TEST_ENV) ./build/release/run_tests --gtest_filter='$(SLOW_TESTS)'
+
+# The gdb sessions of the docs and the pretty-printers run on build/debug/run_tests and
+# build/debug/mosgrad (CPU-only, whatever CUDA says: the walkthrough steps through CPU code). Here
+# a test that skips (no gdb, no ptrace, no debug program) fails the tier: CI must not pass them
+# unchecked.
+check-gdb:
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug CUDA= build/debug/run_tests build/debug/mosgrad
+	$(TEST_ENV) ./build/release/run_tests --gtest_filter='$(GDB_TESTS)' > build/check-gdb.log 2>&1; \
+	  rc=$$?; cat build/check-gdb.log; [ $$rc = 0 ] || exit $$rc; \
+	  if grep -q '^\[  SKIPPED \]' build/check-gdb.log; then echo "check-gdb: a gdb test skipped (above)" >&2; exit 1; fi
+
+# The course kit (docs/course/): this tree scores 100 of 100; the student tree builds and each of
+# its tasks fails with its "not implemented yet" message; every command of the lab pages prints
+# the figures they show.
+check-course:
+	bash tools/check_course.sh
+
+# The CUDA backend compiles and links (CI has nvcc and cuBLAS but no GPU); the GPU tests then
+# check what a machine without a GPU does. The CPU suite it shares is the fast and slow tiers'
+# (tools/gpu_check.sh runs the GPU tests on a GPU).
+check-cuda:
+	@if [ -x $(NVCC) ]; then \
+	  $(MAKE) --no-print-directory -j$(JOBS) MODE=release CUDA=1 build/release-cuda/run_tests build/release-cuda/mosgrad && \
+	  $(TEST_ENV) ./build/release-cuda/run_tests --gtest_filter='Cuda*'; \
+	else echo "check-cuda: $(NVCC) not found: the CUDA build was not checked" >&2; exit 1; fi
 
 # The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
 check-layers:
@@ -143,7 +256,7 @@ student:
 	@bash tools/course.sh student "$(OUT)" "$(LABS)"
 
 grade:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/grade_tests
 	@bash tools/course.sh grade $(LAB) $(if $(JSON),--json $(JSON))
 
 course-check:
@@ -158,9 +271,13 @@ mutate:
 debug:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=debug build/debug/libmosgrad.a build/debug/run_tests $(if $(TOOL_SRCS),build/debug/mosgrad)
 
+# The suite under AddressSanitizer + UndefinedBehaviorSanitizer: a memory error or undefined
+# behaviour anywhere in the tests fails. The gdb tier is left out: its tests drive gdb over the
+# debug programs, not this one.
 asan:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
-	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 ./build/asan/run_tests $(GTEST_FLAGS)
+	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 $(TEST_ENV) \
+	  ./build/asan/run_tests --gtest_filter=-$(GDB_TESTS) $(GTEST_FLAGS)
 
 # Fuzzing (tests/fuzz/targets.h): each target under libFuzzer for FUZZ_SECONDS, two at a time;
 # crashes are copied to tests/fuzz/crashes/<target>/, which make test replays. Needs clang.
@@ -199,7 +316,7 @@ data/ptb/ptb.train.txt:
 clean:
 	rm -rf build
 
--include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_SRCS:%.cpp=$(BUILD)/%.d) $(TOOL_SRCS:%.cpp=$(BUILD)/%.d)
+-include $(LIB_OBJS:.o=.d) $(TEST_OBJS:.o=.d) $(BENCH_SRCS:%.cpp=$(OBJ)/%.d) $(TOOL_SRCS:%.cpp=$(OBJ)/%.d)
 
 # Data parallel under Open MPI: the plain and the MPI=1 programs, then tools/mpi_check.sh (the
 # same bits for -np 1, 2, 4 and the plain build; a killed process, then --resume; the refusals).

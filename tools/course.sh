@@ -4,7 +4,7 @@
 #   tools/course.sh student OUT [LABS]   copy this repository to OUT with the solution regions of
 #                                        LABS (e.g. 3,4; default all) replaced by stubs (`make student`)
 #   tools/course.sh grade [LAB] [--json FILE]
-#                                        run each task's tests in this tree (build/release/run_tests)
+#                                        run each task's tests in this tree (build/release/grade_tests)
 #                                        and print the table of points (`make grade`)
 #   tools/course.sh check                lab by lab: a tree with only lab N stubbed must fail exactly
 #                                        lab N's tasks and pass every other lab's tasks up to N - 1,
@@ -138,8 +138,8 @@ grade() {
       *) [[ $1 =~ ^[0-9]+$ ]] || die "LAB must be a lab number, got '$1'"; lab=$1; shift ;;
     esac
   done
-  local bin=$ROOT/build/release/run_tests
-  [[ -x $bin ]] || die "$bin is missing: make grade builds it (or make build/release/run_tests)"
+  local bin=$ROOT/build/release/grade_tests
+  [[ -x $bin ]] || die "$bin is missing: make grade builds it (or make build/release/grade_tests)"
   if [[ -n $lab ]] && ! task_lines | awk -v l="$lab" 'index($1, l ".") == 1 {f = 1} END {exit !f}'; then
     die "no lab $lab in docs/course/tasks.txt"
   fi
@@ -194,7 +194,7 @@ check() {
   for lab in $labs; do
     echo "== lab $lab stubbed"
     student "$dir" "$lab" > /dev/null
-    make -C "$dir" --no-print-directory -j"$(nproc)" build/release/run_tests > "$dir.build.log" 2>&1 ||
+    make -C "$dir" --no-print-directory -j"$(nproc)" build/release/grade_tests > "$dir.build.log" 2>&1 ||
       { tail -20 "$dir.build.log"; die "the student tree with lab $lab stubbed does not build"; }
     local out
     out=$(cd "$dir" && bash tools/course.sh grade || true)

@@ -118,49 +118,52 @@ fi
 # ---- checking and applying edits -----------------------------------------------------------------
 # A file's text, trailing newlines included.
 read_text() { local t; t=$(cat "$1"; printf x) || return 1; printf '%s' "${t%x}"; }
-count_of() {  # occurrences of $2 in $1
-  local stripped=${1//"$2"/}
-  echo $(((${#1} - ${#stripped}) / ${#2}))
-}
-line_of() {  # line of the first occurrence of $2 in $1
-  local before=${1%%"$2"*} nl
-  nl=${before//[!$'\n']/}
-  echo $((${#nl} + 1))
-}
 
+# Every edit must match its file exactly once, in the text its mutation's earlier edits of the same
+# file left; where[i] is the file:line of mutation i's first edit. Checked in one Python pass over
+# the edits as parsed above (NUL-separated), since bash's substitutions over whole files took
+# minutes for two hundred mutations.
 where=()  # file:line of each mutation's first edit, in the unmutated sources
 problems=0
-for i in "${!id[@]}"; do
-  declare -A text=()
-  first="" edits=0
-  [[ -n ${why[i]} ]] || { echo "mutation ${id[i]}: no 'why' line"; problems=$((problems + 1)); }
-  for k in "${!e_of[@]}"; do
-    ((e_of[k] == i)) || continue
-    edits=$((edits + 1))
-    f=${e_file[k]}
-    if [[ ($f != *.cpp && $f != *.h) || $f == tests/* || $f == bench/* || ! -f $ROOT/$f ]]; then
-      echo "mutation ${id[i]}: $f is not a library .cpp or .h file of this tree"
-      problems=$((problems + 1))
-      continue
-    fi
-    [[ -n ${text[$f]+set} ]] || text[$f]=$(read_text "$ROOT/$f")
-    n=$(count_of "${text[$f]}" "${e_old[k]}")
-    if ((n != 1)); then
-      echo "mutation ${id[i]}: '${e_old[k]}' occurs $n times in $f (must be exactly once: update tools/mutations.txt)"
-      problems=$((problems + 1))
-      continue
-    fi
-    if [[ ${e_old[k]} == "${e_new[k]}" ]]; then
-      echo "mutation ${id[i]}: its edit in $f changes nothing"
-      problems=$((problems + 1))
-    fi
-    [[ -n $first ]] || first=$f:$(line_of "${text[$f]}" "${e_old[k]}")
-    text[$f]=${text[$f]/"${e_old[k]}"/"${e_new[k]}"}  # later edits of the same file see this one
-  done
-  ((edits)) || { echo "mutation ${id[i]}: no edits"; problems=$((problems + 1)); }
-  where[i]=$first
-  unset text
-done
+checked=$(for k in "${!e_of[@]}"; do
+  printf '%s\0%s\0%s\0%s\0' "${e_of[k]}" "${e_file[k]}" "${e_old[k]}" "${e_new[k]}"
+done | python3 -c '
+import os, sys
+root, ids, whys = sys.argv[1], sys.argv[2].split("\n"), sys.argv[3].split("\n")
+fields = sys.stdin.buffer.read().decode().split("\0")[:-1]
+edits = {}
+for n in range(0, len(fields), 4):
+    edits.setdefault(int(fields[n]), []).append(fields[n + 1:n + 4])
+for i, name in enumerate(ids):
+    where, text = "", {}
+    if i >= len(whys) or not whys[i]:
+        print(f"problem mutation {name}: no \x27why\x27 line")
+    if i not in edits:
+        print(f"problem mutation {name}: no edits")
+    for f, old, new in edits.get(i, []):
+        path = os.path.join(root, f)
+        if not (f.endswith(".cpp") or f.endswith(".h")) or f.startswith(("tests/", "bench/")) or not os.path.isfile(path):
+            print(f"problem mutation {name}: {f} is not a library .cpp or .h file of this tree")
+            continue
+        if f not in text:
+            text[f] = open(path, encoding="utf-8", newline="").read()
+        n = text[f].count(old)
+        if n != 1:
+            print(f"problem mutation {name}: \x27{old}\x27 occurs {n} times in {f} (must be exactly once: update tools/mutations.txt)")
+            continue
+        if old == new:
+            print(f"problem mutation {name}: its edit in {f} changes nothing")
+        if not where:
+            where = f"{f}:{text[f][:text[f].index(old)].count(chr(10)) + 1}"
+        text[f] = text[f].replace(old, new, 1)  # later edits of the same file see this one
+    print(f"where {i} {where}")
+' "$ROOT" "$(printf '%s\n' "${id[@]}")" "$(printf '%s\n' "${why[@]}")") || die "could not check $LIST"
+while IFS= read -r line; do
+  case $line in
+    'problem '*) echo "${line#problem }"; problems=$((problems + 1)) ;;
+    'where '*) line=${line#where }; where[${line%% *}]=${line#* } ;;
+  esac
+done <<< "$checked"
 for i in "${!id[@]}"; do
   for j in "${!id[@]}"; do
     ((j > i)) && [[ ${id[i]} == "${id[j]}" ]] && { echo "mutation ${id[i]} is listed twice"; problems=$((problems + 1)); }

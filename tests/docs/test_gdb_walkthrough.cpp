@@ -1,6 +1,6 @@
 // The gdb walkthroughs in README.md and docs/gdb.md, run as written: every `(gdb)` line of every
 // session goes to gdb in batch mode on the debug build (build/debug/run_tests, build/debug/mosgrad,
-// which `make test` builds), and the lines shown under each command must appear in what gdb and the
+// which `make check-gdb` builds), and the lines shown under each command must appear in what gdb and the
 // program print for it, in that order. So a renamed function, a moved breakpoint or a changed
 // printout fails here instead of in a student's first session.
 //
@@ -170,7 +170,7 @@ TEST(GdbWalkthrough, EveryCommandPrintsWhatTheDocsShow) {
     if (!fs::exists(kSourceDir + "/" + program))
       GTEST_SKIP() << program
                    << " is missing, so the gdb walkthrough is not checked: `make debug` builds it "
-                   << "(`make test` does so before running the tests)";
+                   << "(`make check-gdb` does so before running the gdb tests)";
   int gdb_lines = 0, commands = 0;
   std::vector<Session> sessions;
   for (const char* file : {"README.md", "docs/debugging.md", "docs/gdb.md"})

@@ -52,7 +52,7 @@ std::string skip_reason() {
     return "gdb is not installed, so the gdb pretty-printers are not checked (apt-get install gdb)";
   if (!fs::exists(kSourceDir + "/" + kProgram))
     return kProgram + " is missing, so the gdb pretty-printers are not checked: `make debug` " +
-           "builds it (`make test` does so before running the tests)";
+           "builds it (`make check-gdb` does so before running the gdb tests)";
   return "";
 }
 

@@ -2,25 +2,35 @@
 # The course kit (docs/course/README.md): the student tree, the grader, and the checks of both.
 #
 #   tools/course.sh student OUT [LABS]   copy this repository to OUT with the solution regions of
-#                                        LABS (e.g. 3,4; default all) replaced by stubs (`make student`)
+#                                        LABS (e.g. 3,4; default all; none: no lab, the copy the
+#                                        fairness check plants its bugs in) replaced by stubs
+#                                        (`make student`)
 #   tools/course.sh grade [LAB] [--json FILE]
 #                                        run each task's tests in this tree (build/release/grade_tests)
 #                                        and print the table of points (`make grade`)
 #   tools/course.sh check                lab by lab: a tree with only lab N stubbed must fail exactly
 #                                        lab N's tasks and pass every other lab's tasks up to N - 1,
-#                                        so no lab's tests lean on a later lab; then `mutants`
-#                                        (`make course-check`)
+#                                        so no lab's tests lean on a later lab; then `fairness`,
+#                                        `mutants` and `figures` (`make course-check`)
+#   tools/course.sh fairness [MUTATION...]
+#                                        a wrong answer, then a stub, planted in one task's region
+#                                        alone must fail that task and no other of its lab or of
+#                                        an earlier lab (tools/course_fairness.sh)
 #   tools/course.sh mutants [ARGS]       the mutations of tools/mutations.txt inside a region must
 #                                        fail that task's tests (a wrong answer loses the points)
 #   tools/course.sh figures              every command of the lab pages runs and prints the
 #                                        figures the pages show
+#   tools/course.sh region-mutations OUT [LIST...]
+#                                        write the mutations of LIST (tools/mutations.txt) that
+#                                        fall inside a region, each marked with its task
 #
 # A solution region is the lines between `// TASK <id>: <hint>` and `// END TASK <id>` (tasks in
 # docs/course/tasks.txt). The student tree keeps both marker lines and gets, in between, one call
 # `not_implemented("lab L, task <id>", "<hint>");` (tensor/not_implemented.h), so it builds and
 # each unsolved task's tests fail with that message. Only the files git tracks are copied (no build
-# outputs, no history); the mutation list (which quotes solutions) is left out. After copying, no
-# line of any removed region may appear anywhere in OUT: the copy is refused otherwise.
+# outputs, no history); the mutation list and the fairness check (which quote solutions) are left
+# out. After copying, no line of any removed region may appear anywhere in OUT: the copy is
+# refused otherwise.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,9 +76,20 @@ stub_file() {
 student() {
   local out=${1:-} labs=${2:-}
   [[ -n $out ]] || die "student needs OUT, the directory to write (make student OUT=../course)"
-  [[ -z $labs || $labs =~ ^[0-9]+(,[0-9]+)*$ ]] || die "LABS must be lab numbers like 3 or 3,4, got '$labs'"
-  out=$(mkdir -p "$out" && cd "$out" && pwd)
-  [[ $out != "$ROOT" && $ROOT != "$out"/* ]] || die "OUT $out holds this repository; choose a directory outside it"
+  [[ -z $labs || $labs == none || $labs =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+    die "LABS must be lab numbers like 3 or 3,4, or none, got '$labs'"
+  # OUT is compared with this checkout on the physical paths (symlinks and .. resolved, also
+  # those of a folder not made yet), before anything is made. Inside the checkout, at any depth,
+  # it is refused: this tree's own checks read its folders (tools/check_layers.sh scans lm/, tools/,
+  # tests/ ... recursively) and would fail on the copy. build/ alone may hold one: outputs no check
+  # reads, which `make clean` removes (`check` regenerates build/course-check).
+  local root real
+  root=$(cd "$ROOT" && pwd -P)
+  real=$(realpath -m -- "$out") || die "OUT $out: cannot resolve the path"
+  [[ $real != "$root" && $root != "$real"/* ]] || die "OUT $out holds this repository; choose a directory outside it"
+  [[ $real != "$root"/* || $real == "$root"/build/?* ]] ||
+    die "OUT $out is inside this repository ($real), whose own checks would read the copy; choose a directory outside it (make student OUT=../course), or one under build/"
+  out=$(mkdir -p "$real" && cd "$real" && pwd -P)
   if [[ -n $(ls -A "$out") && ! -f $out/$STAMP ]]; then
     die "OUT $out is not empty and was not made by make student; choose an empty or new directory"
   fi
@@ -83,7 +104,7 @@ student() {
   fi
   local n=0 stubbed=0
   while IFS= read -r f; do
-    case $f in tools/mutations.txt | tools/mutate.sh | .ci/* | "$STAMP") continue ;; esac
+    case $f in tools/mutations.txt | tools/mutate.sh | tools/course_fairness.sh | .ci/* | "$STAMP") continue ;; esac
     [[ -f $ROOT/$f ]] || continue
     mkdir -p "$out/$(dirname "$f")"
     local src=$ROOT/$f
@@ -217,17 +238,28 @@ check() {
   echo "course check: every lab's tasks fail when it is stubbed, and no lab's tests use a later lab"
 }
 
+# ---- fairness ------------------------------------------------------------------------------------
+
+# A wrong answer in one task must fail that task alone among its lab and the earlier labs. The check
+# is a script of its own, since it quotes solutions and so stays out of the student tree.
+fairness() {
+  [[ -f $ROOT/tools/course_fairness.sh ]] ||
+    die "tools/course_fairness.sh is missing: the fairness check runs in the instructor's tree"
+  bash "$ROOT/tools/course_fairness.sh" "$@"
+}
+
 # ---- mutants -------------------------------------------------------------------------------------
 
-# A plausible wrong answer must lose its task's points: every mutation of tools/mutations.txt whose
-# edits fall inside a solution region is run (tools/mutate.sh) against that task's tests, which
-# must fail. Writes the list to build/course-mutants.txt first.
-mutants() {
-  local list=$ROOT/build/course-mutants.txt
-  mkdir -p "$ROOT/build"
-  python3 - "$ROOT" "$list" << 'PY'
+# Writes to $1 the mutations of the lists $2... (default tools/mutations.txt) whose edits all fall
+# inside one solution region, each with its `tests` set to that task's filter and preceded by a
+# comment line `# task <id>` (tools/mutate.sh skips it; tools/course_fairness.sh reads it).
+region_mutations() {
+  local out=${1:?region-mutations needs the file to write}
+  shift
+  (($#)) || set -- "$ROOT/tools/mutations.txt"
+  python3 - "$ROOT" "$out" "$@" << 'PY'
 import re, sys
-root, out = sys.argv[1], sys.argv[2]
+root, out, lists = sys.argv[1], sys.argv[2], sys.argv[3:]
 tasks = {}
 for line in open(f"{root}/docs/course/tasks.txt"):
     if line.strip() and not line.startswith("#"):
@@ -245,7 +277,7 @@ def regions_of(path):
         regions[path] = found
     return regions[path]
 blocks, cur = [], None
-for line in open(f"{root}/tools/mutations.txt"):
+for line in (l for path in lists for l in open(path)):
     s = line.strip()
     if s.startswith("mutation "):
         cur = {"lines": [], "edits": [], "equiv": False}; blocks.append(cur)
@@ -275,12 +307,22 @@ with open(out, "w") as w:
             ids.add(inside[0] if inside else None)
         if len(ids) != 1 or None in ids: continue
         rid = ids.pop()
+        w.write(f"# task {rid}\n")
         for line in b["lines"]:
             w.write(f"  tests {tasks[rid]}\n" if line.strip().startswith("tests ") else line + "\n")
         w.write("\n")
         n += 1
 print(f"{n} mutations fall inside a solution region", file=sys.stderr)
 PY
+}
+
+# A plausible wrong answer must lose its task's points: every mutation of tools/mutations.txt whose
+# edits fall inside a solution region is run (tools/mutate.sh) against that task's tests, which
+# must fail. Writes the list to build/course-mutants.txt first.
+mutants() {
+  local list=$ROOT/build/course-mutants.txt
+  mkdir -p "$ROOT/build"
+  region_mutations "$list"
   MUTATIONS=$list bash "$ROOT/tools/mutate.sh" "$@"
 }
 
@@ -355,8 +397,10 @@ figures() {
 case ${1:-} in
   student) shift; student "$@" ;;
   grade) shift; grade "$@" ;;
-  check) check; mutants; figures ;;
+  check) check; fairness; mutants; figures ;;
+  fairness) shift; fairness "$@" ;;
+  region-mutations) shift; region_mutations "$@" ;;
   mutants) shift; mutants "$@" ;;
   figures) figures ;;
-  *) die "usage: tools/course.sh student OUT [LABS] | grade [LAB] [--json FILE] | check | mutants | figures" ;;
+  *) die "usage: tools/course.sh student OUT [LABS] | grade [LAB] [--json FILE] | check | fairness [MUTATION...] | mutants | figures" ;;
 esac

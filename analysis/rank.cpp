@@ -46,6 +46,18 @@ std::vector<float> collect_contexts(RNNModel& model, const Batched& data, int64_
   return h;
 }
 
+// A model whose outputs overflow (finite weights: load_model refuses others) gives NaN or Inf
+// log-probabilities, on which the SVD cannot converge: an error naming the first such context.
+void require_finite_log_probs(const std::vector<double>& a, int64_t V, int64_t first_context) {
+  for (size_t i = 0; i < a.size(); ++i)
+    if (!std::isfinite(a[i]))
+      throw std::runtime_error(strf(
+          "rank: the model's log-probability of word %lld in context %lld is %g, not finite: its "
+          "weights are finite but its outputs overflow (a model whose training diverged?)",
+          static_cast<long long>(static_cast<int64_t>(i) % V),
+          static_cast<long long>(first_context + static_cast<int64_t>(i) / V), a[i]));
+}
+
 }  // namespace
 
 RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const RankOptions& o) {
@@ -75,6 +87,7 @@ RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const Ra
   if (r.N <= r.V) {
     t0 = std::chrono::steady_clock::now();
     std::vector<double> a = head.log_probs(h.data(), r.N);
+    require_finite_log_probs(a, r.V, 0);
     t_logp += seconds_since(t0);
     t0 = std::chrono::steady_clock::now();
     sigma = singular_values_tall(std::move(a), r.V, r.N);
@@ -89,6 +102,7 @@ RankReport model_rank(RNNModel& model, const std::vector<int64_t>& ids, const Ra
       const int64_t rows = std::min(block, r.N - first);
       t0 = std::chrono::steady_clock::now();
       const std::vector<double> a = head.log_probs(h.data() + first * H, rows);
+      require_finite_log_probs(a, r.V, first);
       t_logp += seconds_since(t0);
       t0 = std::chrono::steady_clock::now();
       qr.add_rows(a.data(), rows);

@@ -12,6 +12,7 @@
 #include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/same_file.h"
+#include "io/strf.h"
 #include "lm/batching.h"
 #include "lm/corpus.h"
 #include "lm/dyneval.h"
@@ -47,6 +48,14 @@ CommandModel load_for(const ModelCommandOptions& o) {
   lm.model->to(device);
   RNNModel* model = lm.model.get();
   return CommandModel{std::move(lm), ComputePathsScope(paths, model)};
+}
+
+// The likely cause of a non-finite result that no flag of the command explains: the model. Its
+// weights are finite (load_model refuses NaN and Inf), so its outputs overflow: the weights of a
+// run that diverged, or a file made by hand.
+std::string model_cause(const ModelCommandOptions& o) {
+  return "likely cause --model " + o.model_path() +
+         ": its weights are finite but its outputs overflow (a model whose training diverged?)";
 }
 
 // What eval, dyneval, rank and pointer start from: --threads applied, the data directory
@@ -100,6 +109,10 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
     r = dynamic_evaluate(*lm.model, corpus.train, ids, o.dyneval);
   else
     r = evaluate(*lm.model, batchify(ids, eval_B), o.bptt, G);
+  // Checked by every process, so all fail alike (dynamic_evaluate has already checked its own
+  // result, naming the steps' flags).
+  require_finite_perplexity(
+      r.loss, (dynamic ? "dyneval: the " : "eval: the ") + o.split + " perplexity", model_cause(o));
   if (process_rank() != 0) return 0;  // under mpirun rank 0 speaks
   std::printf("%s%s loss %.6f ppl %.3f (%lld targets)\n", dynamic ? "dynamic " : "",
               o.split.c_str(), r.loss, r.perplexity(), static_cast<long long>(r.targets));
@@ -193,11 +206,20 @@ int run_pointer(CommandLine& c) {
   const LoadedModel& lm = m.lm;
   const Corpus& corpus = m.corpus;
   PointerOptions p = o.pointer;
+  // The model alone must score each text; then the cache's mixture, whose probability of a word
+  // is at least (1 - λ) times the model's, can only fail at λ = 1.
+  const auto model_alone = [&](const PointerStream& s, const std::string& split) {
+    const double loss = model_only_loss(s);
+    require_finite_perplexity(loss, "pointer: the model's own " + split + " perplexity",
+                              model_cause(o));
+    return loss;
+  };
   if (p.grid) {
     const PointerStream valid = pointer_stream(*lm.model, corpus.valid, p.bptt);
+    const double alone = model_alone(valid, "valid");
     const PointerGrid g = pointer_grid(valid, p.window, pointer_thetas(), pointer_lambdas());
     std::printf("grid on valid (window %lld): model alone ppl %.3f\n",
-                static_cast<long long>(p.window), std::exp(model_only_loss(valid)));
+                static_cast<long long>(p.window), std::exp(alone));
     for (const PointerScore& sc : g.scores)
       std::printf("  theta %.3g lambda %.3g: valid ppl %.3f\n", sc.theta, sc.lambda,
                   std::exp(sc.loss));
@@ -208,11 +230,19 @@ int run_pointer(CommandLine& c) {
     p.theta = g.best.theta, p.lambda = g.best.lambda;
   }
   const PointerStream s = pointer_stream(*lm.model, split_ids(corpus, o.split), p.bptt);
+  const double alone = model_alone(s, o.split);
   const double with_cache = pointer_grid(s, p.window, {p.theta}, {p.lambda}).best.loss;
+  require_finite_perplexity(
+      with_cache, "pointer: the " + o.split + " perplexity with the cache",
+      p.lambda >= 1 ? strf("likely cause --lambdasm %g: the cache alone scores each word, and a "
+                           "word not among the last --window %lld positions gets probability 0; "
+                           "use a lambda below 1",
+                           p.lambda, static_cast<long long>(p.window))
+                    : model_cause(o));
   std::printf(
       "%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
       "theta %.3g, lambda %.3g) ppl %.3f\n",
-      o.split.c_str(), static_cast<long long>(s.size()), std::exp(model_only_loss(s)),
+      o.split.c_str(), static_cast<long long>(s.size()), std::exp(alone),
       static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
   return 0;
 }

@@ -3,7 +3,6 @@
 // checked every flag.
 #include <unistd.h>
 
-#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -18,6 +17,7 @@
 #include "lm/corpus.h"
 #include "lm/learning_curves.h"
 #include "lm/train.h"
+#include "lm/train_summary.h"
 #include "tensor/parallel.h"
 
 namespace mg {
@@ -59,14 +59,9 @@ int train_or_finetune(const TrainConfig& cfg, bool finetune) {
   const TrainResult r = train_lm(cfg, corpus, {speaks ? &display : nullptr, nullptr}, finetune);
   if (!speaks) return r.stop_reason.rfind("interrupted", 0) == 0 ? 130 : 0;
   display.finish();
-  const std::string how = r.stopped ? " (" + r.stop_reason + ")" : "";
-  if (std::isfinite(r.best_val_loss))
-    std::printf("best valid ppl %.2f after %lld steps%s\n", std::exp(r.best_val_loss),
-                static_cast<long long>(r.steps), how.c_str());
-  else
-    std::printf("%lld steps, no epoch finished yet, so no validation%s\n",
-                static_cast<long long>(r.steps), how.c_str());
-  if (!std::isnan(r.test_loss)) std::printf("test ppl %.2f\n", std::exp(r.test_loss));
+  // What best.ckpt holds, and its test score; a value that is not finite throws (exit 1).
+  for (const std::string& line : train_summary(r, cfg.save + "/best.ckpt"))
+    std::printf("%s\n", line.c_str());
   return r.stop_reason.rfind("interrupted", 0) == 0 ? 130 : 0;
 }
 
@@ -82,6 +77,13 @@ int run_finetune(CommandLine& c) {
 
 // reproduce: a comparison plan of every head, resumable (cli/reproduce.h).
 int run_reproduce_command(CommandLine& c) {
+  // Under mpirun it is refused once, by rank 0 (run_reproduce's first check), whose error ends
+  // the whole job (cli/mosgrad.cpp: abort_processes). The other ranks say nothing and touch
+  // nothing: they wait in an exchange that rank 0 never joins, until that end.
+  if (process_count() > 1 && process_rank() != 0) {
+    any_process(false);
+    return 1;
+  }
   ProgressDisplay display(stdout, isatty(fileno(stdout)));
   stop_cleanly_on_signals();
   const ReproduceSummary r =

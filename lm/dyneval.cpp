@@ -6,9 +6,49 @@
 #include <string>
 
 #include "autograd/ops.h"
+#include "io/strf.h"
 #include "tensor/kernels.h"
 
 namespace mg {
+
+namespace {
+
+// The settings that make the adaptation steps η·∇/(MS+ε) larger than the defaults do, as the
+// flags that set them: what to change when the steps diverge.
+std::string step_settings(const DynevalConfig& cfg) {
+  const DynevalConfig d;
+  std::string larger;
+  const auto add = [&](const std::string& s) { larger += (larger.empty() ? "" : ", ") + s; };
+  if (cfg.lr > d.lr) add(strf("--lr %g (default %g)", cfg.lr, d.lr));
+  if (cfg.epsilon < d.epsilon) add(strf("--epsilon %g (default %g)", cfg.epsilon, d.epsilon));
+  if (cfg.mean_squares) add("--ms true (MS from the mean of the squares: a smaller MS)");
+  if (cfg.max_stat_batches > 0)
+    add(strf("--max_stat_batches %lld (MS summed over fewer segments: a smaller MS)",
+             static_cast<long long>(cfg.max_stat_batches)));
+  if (larger.empty())
+    return strf("the steps diverged at the default settings: lower --lr (%g) or raise --epsilon",
+                cfg.lr);
+  return "the steps diverged; likely cause " + larger + ": lower --lr or raise --epsilon";
+}
+
+// The error when the loss of the segment scored after `steps` adaptation steps, ending at target
+// `target` of `targets`, is not finite or so large that the mean over the text cannot be.
+std::runtime_error diverged(const DynevalConfig& cfg, double loss, int64_t steps, int64_t target,
+                            int64_t targets) {
+  std::string what = strf("dyneval: the loss is %g nats per word at target %lld of %lld", loss,
+                          static_cast<long long>(target), static_cast<long long>(targets));
+  what += steps == 0 ? " before any adaptation step"
+                     : strf(" after %lld adaptation step%s", static_cast<long long>(steps),
+                            steps == 1 ? "" : "s");
+  if (std::isfinite(loss))
+    what += strf(", so the mean over the text is above %.2f nats", max_finite_loss() + 1);
+  what += " and the perplexity cannot be finite: ";
+  return std::runtime_error(what + (steps == 0 ? "the model itself gives it, whatever the dyneval "
+                                                 "settings"
+                                               : step_settings(cfg)));
+}
+
+}  // namespace
 
 DynevalStats gradient_statistics(RNNModel& model, const std::vector<int64_t>& train_ids,
                                  const DynevalConfig& cfg) {
@@ -102,11 +142,21 @@ EvalResult dynamic_evaluate(RNNModel& model, const DynevalStats& stats,
   const Batched data = batchify(eval_ids, 1);
   Hidden hidden = model.init_hidden(1);
   double total = 0, weight = 0;
+  // The shares below add up to (rows - 1) / bptt, and every loss is >= 0: once the weighted sum
+  // passes this ceiling the mean's perplexity cannot be finite, so the run stops there (diverged
+  // steps make NaN or huge losses) instead of after the whole text.
+  const double ceiling = (max_finite_loss() + 1) * static_cast<double>(data.rows - 1) / cfg.bptt;
+  int64_t steps = 0;
   for (int64_t i = 0; i < data.rows - 1;) {
     const Batch b = get_batch(data, i, cfg.bptt);
     model.zero_grad();
     hidden = detach_hidden(hidden);
     ModelOutput out = model.forward(b.input, b.seq_len, 1, hidden, &b.target);
+    const double loss = out.loss.item();
+    const double share =
+        static_cast<double>(b.seq_len) / cfg.bptt;  // the last segment may be short
+    if (!(total + share * loss <= ceiling))
+      throw diverged(cfg, loss, steps, i + b.seq_len, data.rows - 1);
     out.loss.backward();
     {
       NoGradGuard no_grad;
@@ -130,17 +180,16 @@ EvalResult dynamic_evaluate(RNNModel& model, const DynevalStats& stats,
         if (params[p].is_cuda()) copy_into(params[p], weights);
       }
     }
-    const double share =
-        static_cast<double>(b.seq_len) / cfg.bptt;  // the last segment may be short
-    total += share * out.loss.item();
+    total += share * loss;
     weight += share;
     hidden = out.hidden;
-    i += b.seq_len;
+    i += b.seq_len, ++steps;
   }
   model.zero_grad();
   EvalResult r;
   r.loss = weight > 0 ? total / weight : 0;
   r.targets = data.rows - 1;
+  require_finite_perplexity(r.loss, "dyneval: the perplexity", step_settings(cfg));
   return r;
 }
 

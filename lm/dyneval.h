@@ -42,6 +42,10 @@ DynevalStats gradient_statistics(RNNModel& model, const std::vector<int64_t>& tr
 // be the weights `stats` was measured on (θ₀ is read from the model). Modifies the model's weights
 // (they end adapted to the evaluated text): reload to reuse. Returns the loss per target over the
 // evaluated text, weighting the last short segment like the reference (by seq_len / bptt).
+// Throws std::runtime_error as soon as that loss cannot have a finite perplexity (a segment's
+// loss NaN or infinite, or the losses so far already too large for any finite mean): diverged
+// steps, named by the flags that set them (--lr, --epsilon, ...), or, before the first step, the
+// model itself.
 EvalResult dynamic_evaluate(RNNModel& model, const DynevalStats& stats,
                             const std::vector<int64_t>& eval_ids, const DynevalConfig& cfg);
 

@@ -1,6 +1,9 @@
 #include "lm/evaluate.h"
 
 #include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
 
 #include "autograd/node.h"
 #include "lm/column_groups.h"
@@ -9,6 +12,17 @@ namespace mg {
 
 double EvalResult::perplexity() const {
   return std::exp(loss);
+}
+
+double max_finite_loss() {
+  return std::log(std::numeric_limits<double>::max());
+}
+
+void require_finite_perplexity(double loss, const std::string& what, const std::string& cause) {
+  if (std::isfinite(loss) && std::isfinite(std::exp(loss))) return;
+  char numbers[96];
+  std::snprintf(numbers, sizeof numbers, "loss %.6g nats per target, ppl %g", loss, std::exp(loss));
+  throw std::runtime_error(what + " is not finite (" + numbers + "): " + cause);
 }
 
 EvalResult evaluate(RNNModel& model, const Batched& data, int64_t bptt, int64_t groups) {

@@ -3,6 +3,8 @@
 // column after its first is a target exactly once (PTB valid at B=10: 73,750 targets).
 #pragma once
 
+#include <string>
+
 #include "lm/batching.h"
 #include "nn/rnn_model.h"
 
@@ -21,5 +23,15 @@ struct EvalResult {
 // bit for bit, for every number of processes dividing groups).
 EvalResult evaluate(RNNModel& model, const Batched& data /*[rows,B]*/, int64_t bptt,
                     int64_t groups = 1);
+
+// ln(DBL_MAX), 709.78 nats: a mean loss above it has no finite perplexity exp(loss).
+double max_finite_loss();
+
+// A result a command prints must be a number: throws std::runtime_error unless `loss` and its
+// perplexity exp(loss) are both finite (a loss above max_finite_loss() prints as "ppl inf"), so a
+// script never records NaN or Inf as a success. The message is "<what> is not finite (loss ...,
+// ppl ...): <cause>"; `cause` names what most likely made it (a flag and its value, or the model
+// file), since the number alone says nothing about why.
+void require_finite_perplexity(double loss, const std::string& what, const std::string& cause);
 
 }  // namespace mg

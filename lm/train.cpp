@@ -148,10 +148,10 @@ BestModelFile best_model_file(const Run& r) {
   check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
   const double loss = validation_loss(r, *on_disk.model);
   best.loss = std::isnan(loss) ? INFINITY : loss;
-  if (best.loss < st.best_val)
-    r.say(files.best + " holds a better model than this run's best (valid ppl " +
-          std::to_string(std::exp(best.loss)) + " against " +
-          std::to_string(std::exp(st.best_val)) + "): only a better one replaces it");
+  if (best.loss < st.best_val)  // st.best_val is infinite when the state holds no validation
+    r.say(files.best + " holds a model of valid ppl " + std::to_string(std::exp(best.loss)) +
+          (std::isinf(st.best_val) ? "" : ", better than this run's best") +
+          ": only a better one replaces it");
   return best;
 }
 
@@ -378,10 +378,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       st.elapsed_s = elapsed();
       if (writes_files)
         save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
-      result.stopped = true, result.stop_reason = reason;
+      result.stopped = true, result.stop_reason = reason, result.steps = st.step;
       if (reason != kInterruptedReason)  // a budget stop validates; an interrupted run ends now
         result.final_val_loss = validate_at_stop(run, metrics, elapsed());
-      result.steps = st.step, result.epochs_done = st.epoch - 1, result.best_val_loss = st.best_val;
+      result.epochs_done = st.epoch - 1, result.best_val_loss = run.best.loss;
       if (hooks.display) hooks.display->finish();
       say("stopped: " + reason + "; checkpoint saved to " + files.state +
           " (continue with --resume)");
@@ -410,9 +410,9 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     if (done) break;
   }
 
-  result.steps = st.step, result.best_val_loss = st.best_val;
+  result.steps = st.step, result.best_val_loss = run.best.loss;  // what best.ckpt holds
   if (cfg.test_at_end && writes_files && std::filesystem::exists(files.best))
-    result.test_loss = test_best_model(run);  // batch size 1: rank 0 alone
+    result.tested = true, result.test_loss = test_best_model(run);  // batch size 1: rank 0 alone
   return result;
 }
 

@@ -13,7 +13,11 @@
 namespace mg {
 
 struct TrainResult {
+  // The validation loss of the model best.ckpt holds, as this run measures it: the run's own best,
+  // or the file's model scored when the run resumed (it may be better: a finetune's, or a budget
+  // stop's validation, which the state saved before it does not record). Infinity: no best.ckpt.
   double best_val_loss = std::numeric_limits<double>::infinity();
+  bool tested = false;  // --test-at-end scored best.ckpt's model on the test split: test_loss
   double test_loss = std::numeric_limits<double>::quiet_NaN();  // NaN when not evaluated
   int64_t steps = 0;        // optimizer steps in total (a resumed run counts the earlier ones)
   int64_t epochs_done = 0;  // completed epochs

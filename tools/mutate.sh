@@ -227,7 +227,7 @@ for i in "${run[@]}"; do
 done
 
 # ---- one mutant at a time --------------------------------------------------------------------------
-# Before a mutant: save each file it edits, that file's object, the library and the test program,
+# Before a mutant: save each file it edits, that file's object and the test program,
 # with their times. After it (and on Ctrl-C): put them back, so make sees an up-to-date build of the
 # unmutated copy and the next mutant recompiles only its own file.
 saved=() headers=()
@@ -242,7 +242,7 @@ save() {
     # from the restored header before the next mutant.
     if [[ $f == *.cpp ]]; then saved+=("$OBJ/${f%.cpp}.o"); else headers+=("$SRC/$f"); fi
   done
-  saved+=("$OBJ/libmosgrad.a" "$OBJ/run_tests")
+  saved+=("$OBJ/run_tests")  # linked from the objects themselves (Makefile), no library archive
   local s
   for s in "${saved[@]}"; do
     mkdir -p "$WORK/saved/$(dirname "${s#"$WORK"/}")"

@@ -4,7 +4,10 @@
 // (`make grade` and `make student` run the tasks themselves, `tools/course.sh figures` the lab
 // pages' commands and their figures; CI runs all three.)
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "tests/test_util.h"
 
 using namespace mg;
 namespace fs = std::filesystem;
@@ -49,6 +53,13 @@ std::map<std::string, Task> tasks() {
     all[id] = t;
   }
   return all;
+}
+
+// A path as one word for the shell.
+std::string quoted(const fs::path& p) {
+  std::string q = "'";
+  for (char c : p.string()) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 // gtest's filter syntax: patterns separated by ':', each with '*' and '?' wildcards.
@@ -147,4 +158,52 @@ TEST(Course, EveryLabsCommandParsesAndEveryFileItNamesExists) {
   EXPECT_EQ(labs, 8);
   EXPECT_GE(commands, 6);
   EXPECT_GE(files, 20);
+}
+
+// `make student OUT=DIR` inside the checkout wrote a copy whose sources this tree's own checks then
+// read (tools/check_layers.sh scans lm/, tools/, tests/ ... at any depth), failing its `make test`.
+// An OUT inside the checkout is refused before anything is made, at any depth and however it is
+// reached; build/ alone, the outputs no check reads, may hold one (`course.sh check` regenerates
+// build/course-check). Run on a checkout in miniature: the script, the task table, a header in
+// each folder the script scans.
+TEST(Course, StudentRefusesAnOutInsideTheCheckout) {
+  const fs::path t =
+      fs::path(testing::TempDir()) / ("mosgrad_course_out_" + std::to_string(::getpid()));
+  fs::remove_all(t);
+  const fs::path root = t / "checkout";
+  fs::create_directories(root / "tools");
+  fs::create_directories(root / "docs/course");
+  fs::create_directories(root / "build");
+  fs::copy_file(kSourceDir + "/tools/course.sh", root / "tools/course.sh");
+  fs::copy_file(kSourceDir + "/docs/course/tasks.txt", root / "docs/course/tasks.txt");
+  for (const char* dir : {"cuda", "tensor", "autograd", "nn", "io", "lm", "analysis", "cli"}) {
+    fs::create_directories(root / dir);
+    std::ofstream(root / dir / "x.h") << "#pragma once\n";
+  }
+  fs::create_symlink(root / "tools", t / "to_tools");  // a link on the way in
+  fs::create_symlink(root / "new", t / "dangling");    // a link to a folder not made yet
+  fs::create_symlink(root, t / "to_checkout");
+  // Exit status and output of `course.sh student OUT` (the miniature is no git checkout).
+  const auto student = [&](const fs::path& out) {
+    const std::string shell = "cd " + quoted(t) + " && GIT_CEILING_DIRECTORIES=" + quoted(t) +
+                              " bash " + quoted(root / "tools/course.sh") + " student " +
+                              quoted(out) + " > " + quoted(t / "log") + " 2>&1";
+    const int status = std::system(shell.c_str());
+    return std::make_pair(WIFEXITED(status) ? WEXITSTATUS(status) : -1, read(t / "log"));
+  };
+  for (const fs::path& out :
+       {root / "course", root / "lm/a/b/course", t / "to_tools/course", t / "dangling",
+        root / "build/../lm/course", root / "build", root, t / "to_checkout"}) {
+    const auto [code, log] = student(out);
+    EXPECT_EQ(code, 2) << out << ": " << log;
+    EXPECT_HAS(log, "choose a directory outside it");
+  }
+  for (const char* made : {"course", "lm/a", "lm/course", "tools/course", "new"})
+    EXPECT_FALSE(fs::exists(root / made)) << made << " was made inside the checkout";
+  for (const fs::path& out : {root / "build/course-check", t / "outside"}) {
+    const auto [code, log] = student(out);
+    EXPECT_EQ(code, 0) << out << ": " << log;
+    EXPECT_TRUE(fs::exists(out / ".mosgrad-student")) << out << ": " << log;
+  }
+  fs::remove_all(t);
 }

@@ -16,6 +16,7 @@
 #include "io/checkpoint.h"
 #include "io/read_file.h"
 #include "io/same_file.h"
+#include "io/strf.h"
 #include "lm/batching.h"
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
@@ -23,6 +24,7 @@
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
+#include "lm/train_summary.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
@@ -123,14 +125,43 @@ TEST(BestModel, AResumedRunKeepsABetterModelItDidNotMake) {
   run.resume = true, run.epochs = 2;
   TrainResult r;
   mgtest::run_collecting(run, corpus, &r);
-  ASSERT_LT(r.best_val_loss, own_best) << "the second epoch should improve on the first";
-  ASSERT_GT(r.best_val_loss, planted_loss) << "the test needs the planted model to stay better";
+  const LearningCurves curves =
+      parse_metrics(read_file(run.save + "/metrics.jsonl", "metrics"), "metrics.jsonl");
+  ASSERT_EQ(curves.val.size(), 2u);
+  const double epoch2 = std::log(curves.val.back().y);
+  ASSERT_LT(epoch2, own_best) << "the second epoch should improve on the first";
+  ASSERT_GT(epoch2, planted_loss) << "the test needs the planted model to stay better";
   EXPECT_EQ(read_file(run.save + "/best.ckpt", "best"), planted);
+  EXPECT_DOUBLE_EQ(r.best_val_loss, planted_loss);  // the run reports what the file holds
   const std::string metrics = read_file(run.save + "/metrics.jsonl", "metrics");
   EXPECT_NE(metrics.find("\"epoch\":2"), std::string::npos);
   EXPECT_EQ(metrics.find("\"best\":true", metrics.find("\"kind\":\"epoch\",\"epoch\":2")),
             std::string::npos)
       << "epoch 2 must not claim a saved best";
+}
+
+// A budget stop (--max-minutes, --max-steps) saves the state before it validates, so that --resume
+// continues bit for bit; the state then knows nothing of that validation. A resumed run's summary
+// used to be the best of its own validations since the resume: after `--max-minutes 1e-9` and
+// three --resume on PTB, "best valid ppl 19894.46" while best.ckpt held 2329.81. It is what
+// best.ckpt holds, as the run measures it.
+TEST(BestModel, EveryResumedRunReportsTheModelBestCkptHolds) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("best_reported"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("best_reported_run"));
+  const std::string best = cfg.save + "/best.ckpt";
+  for (const int64_t steps : {1, 2, 3, 4}) {
+    cfg.resume = steps > 1, cfg.max_steps = steps;
+    cfg.lr = steps == 3 ? 40 : 5;  // the third step is far too large: a worse model
+    TrainResult r;
+    mgtest::run_collecting(cfg, corpus, &r);
+    const double held = recorded_val_loss(best);
+    if (steps == 3)
+      ASSERT_GT(r.final_val_loss, held) << "the test needs a validation worse than best.ckpt's";
+    EXPECT_DOUBLE_EQ(r.best_val_loss, held) << "after step " << steps;
+    EXPECT_EQ(train_summary(r, best).at(0),
+              strf("best valid ppl %.2f after %lld steps (reached --max-steps %lld)",
+                   std::exp(held), static_cast<long long>(steps), static_cast<long long>(steps)));
+  }
 }
 
 // ---- metrics.jsonl: no symlinks, whole lines, one history per file; plot reads a crash's file

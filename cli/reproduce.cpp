@@ -11,10 +11,11 @@
 #include "analysis/rank.h"
 #include "cli/commands.h"
 #include "cli/provenance.h"
+#include "cli/reproduce_files.h"
 #include "cli/reproduce_results.h"
 #include "cuda/backend.h"
+#include "dist/processes.h"
 #include "io/atomic_file.h"
-#include "io/read_file.h"
 #include "io/run_lock.h"
 #include "io/strf.h"
 #include "lm/batching.h"
@@ -35,6 +36,9 @@ std::string results_path(const std::string& out) {
 
 void write_report(const std::string& out, const ReproducePlan& plan) {
   const std::vector<StageRecord> records = read_results(results_path(out));
+  check_report_files(out, records);  // never from no results, never over a file not ours
+  if (records.empty())
+    throw std::runtime_error("--out " + out + " has no results in results.jsonl to draw");
   write_file_atomically(out + "/results.md", results_markdown(records, plan));
   write_file_atomically(out + "/valid_curves.svg", results_figure_svg(records, plan));
 }
@@ -46,42 +50,6 @@ using Clock = std::chrono::steady_clock;
 std::vector<int64_t> slice(const std::vector<int64_t>& ids, int64_t tokens) {
   if (tokens <= 0 || tokens >= static_cast<int64_t>(ids.size())) return ids;
   return std::vector<int64_t>(ids.begin(), ids.begin() + tokens);
-}
-
-// The per-epoch validation perplexities and elapsed seconds of a metrics file.
-// Every field checked (the file may be damaged or edited): a line that does not parse, or an epoch
-// record without its numbers, is an error naming the file and the line; a last line without its
-// newline (a crash mid-write) is skipped, as `mosgrad plot` skips it.
-void epoch_curves(const std::string& metrics, std::vector<double>& ppl, std::vector<double>& t) {
-  const std::string text = read_file(metrics, "metrics file");
-  size_t line_no = 0;
-  for (size_t begin = 0; begin < text.size();) {
-    const size_t nl = text.find('\n', begin);
-    const bool unterminated = nl == std::string::npos;
-    const std::string line = text.substr(begin, unterminated ? std::string::npos : nl - begin);
-    begin = unterminated ? text.size() : nl + 1;
-    ++line_no;
-    const auto fail = [&](const std::string& what) {
-      throw std::runtime_error(metrics + ":" + std::to_string(line_no) + ": " + what);
-    };
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    JsonValue v;
-    try {
-      v = parse_json(line);
-    } catch (const std::exception& e) {
-      if (unterminated) continue;
-      fail(e.what());
-    }
-    const JsonValue *kind = v.find("kind"), *at_stop = v.find("at_stop");
-    if (!kind || kind->kind != JsonValue::String || kind->str != "epoch" ||
-        (at_stop && at_stop->kind == JsonValue::Bool && at_stop->boolean))
-      continue;
-    const JsonValue *loss = v.find("val_loss"), *elapsed = v.find("elapsed_s");
-    if (!loss || loss->kind != JsonValue::Number || !elapsed || elapsed->kind != JsonValue::Number)
-      fail("an epoch record without the numbers val_loss and elapsed_s");
-    ppl.push_back(std::exp(loss->number));
-    t.push_back(elapsed->number);
-  }
 }
 
 struct Context {
@@ -135,14 +103,16 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
   if (is_training_stage(stage)) {
     const bool finetune = stage == "finetune";
     const bool resume = fs::exists(dir + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt"));
-    if (!finetune && !resume && fs::exists(dir)) fs::remove_all(dir);  // a start that left no state
-    if (!resume) {  // what a resume elsewhere must match
+    // A start that left no state: its files go, by name (the directory is reproduce's, checked
+    // before any work: check_run_dir_is_ours); anything else in it stays.
+    if (!finetune && !resume) clear_stopped_start(dir);
+    if (!resume) {  // the marker first, then what a resume elsewhere must match
+      mark_run_dir(dir, c.plan.name, run);
       write_run_precision(dir, c.precision);
       write_run_device(dir, device_name(c.device));
     }
     if (finetune && !resume)  // start from the trained model, even if a killed finetune touched it
-      fs::copy_file(dir + "/train_best.ckpt", dir + "/best.ckpt",
-                    fs::copy_options::overwrite_existing);
+      copy_file_atomically(dir + "/train_best.ckpt", dir + "/best.ckpt");
     const std::vector<std::string> args = train_args(c, run, finetune, resume);
     command = joined(args);
     const TrainConfig cfg = parse_args(args);
@@ -151,11 +121,8 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
     const TrainResult r = train_lm(cfg, *c.corpus, {c.display, nullptr}, finetune);
     if (c.display) c.display->finish();
     if (r.stopped) return false;
-    if (!finetune) {  // the trained model, kept for finetune to restart from
-      fs::copy_file(dir + "/best.ckpt", dir + "/train_best.ckpt.tmp",
-                    fs::copy_options::overwrite_existing);
-      fs::rename(dir + "/train_best.ckpt.tmp", dir + "/train_best.ckpt");
-    }
+    if (!finetune)  // the trained model, kept for finetune to restart from
+      copy_file_atomically(dir + "/best.ckpt", dir + "/train_best.ckpt");
     std::vector<double> ppl, elapsed;
     epoch_curves(dir + (finetune ? "/finetune_metrics.jsonl" : "/metrics.jsonl"), ppl, elapsed);
     rec.add("epochs", static_cast<int64_t>(ppl.size())).add("steps", r.steps);
@@ -214,6 +181,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
 }
 
 // Further seeds of the plan's heads (cli/reproduce_plan.h): those a results file or a run directory
+// that reproduce made for this plan (cli/reproduce_files.h; any other directory is left alone)
 // already holds, so that the table and a plain continuation include them (a run stopped in its
 // training stage has a directory but no line yet), and those --runs asks for (with --report only
 // checked: it draws what is there). Any other --runs name is refused, listing what is allowed.
@@ -223,11 +191,18 @@ void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
   std::vector<std::string> found;
   for (const StageRecord& r : records) found.push_back(r.text("run"));
   std::error_code ec;
+  std::vector<std::string> dirs;  // runs/<head>-s<seed>/ that reproduce made for this plan
   if (fs::is_directory(out + "/runs", ec))
     for (const auto& entry : fs::directory_iterator(out + "/runs", ec))
-      if (entry.is_directory(ec)) found.push_back(entry.path().filename().string());
-  std::sort(found.begin(), found.end());  // a directory listing has no order of its own
-  add_further_seeds(plan, found);         // anything else found stays out of the table
+      if (entry.is_directory(ec)) dirs.push_back(entry.path().filename().string());
+  ReproducePlan with_dirs = plan;
+  add_further_seeds(with_dirs, dirs);
+  for (const PlanRun& r : with_dirs.runs)
+    if (std::find(dirs.begin(), dirs.end(), r.name()) != dirs.end() &&
+        run_dir_made_here(run_dir(out, r), plan.name, r))
+      found.push_back(r.name());
+  std::sort(found.begin(), found.end());  // the table's order, not the file's or the listing's
+  add_further_seeds(plan, found);  // anything else found stays out of the table (and untouched)
   ReproducePlan asked = plan;
   const std::vector<std::string> unknown = add_further_seeds(asked, options.runs);
   if (unknown.empty()) {
@@ -258,6 +233,7 @@ void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
 
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
                                const std::function<void(const std::string&)>& say) {
+  require_one_process(process_count());  // first: under mpirun the processes would race on DIR
   Context c;
   c.plan = reproduce_plan(options.plan);
   c.out = options.out.empty() ? "runs/reproduce-" + c.plan.name : options.out;
@@ -281,6 +257,10 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       throw std::invalid_argument("--out " + c.out +
                                   " does not exist: --report redraws the tables "
                                   "of a directory that holds a results.jsonl");
+    check_report_files(c.out, records);
+    if (records.empty())  // nothing is redrawn from nothing: a table of dashes replaces no table
+      throw std::runtime_error("--out " + c.out + " has no results in " + results_path(c.out) +
+                               ": --report draws the tables from them");
     write_report(c.out, c.plan);
     say("wrote " + c.out + "/results.md and " + c.out + "/valid_curves.svg from " +
         std::to_string(records.size()) + " results");
@@ -295,7 +275,8 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
                                 " here: use --device cpu, or another --out on a CPU without "
                                 "AVX512_BF16 (where the plan runs in fp32)");
   check_runs_can_continue(c.plan, c.out, records, options.runs, c.precision, device_name(c.device));
-  PathFlags path_flags;  // the plan's precision, the fast paths otherwise
+  check_report_files(c.out, records);  // the table and figure it will redraw are its own
+  PathFlags path_flags;                // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
   if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));

@@ -43,11 +43,19 @@ struct ReproduceSummary {
   bool interrupted = false;
 };
 
-// Throws std::invalid_argument for an unknown plan or an unusable --out, before any work; and
-// std::runtime_error when DIR holds another plan's results, results of another precision
-// (results_precision), or a process is already running there.
+// Throws std::invalid_argument for more than one process, an unknown plan or an unusable --out,
+// before any work; and std::runtime_error when DIR holds another plan's results, results of
+// another precision (results_precision), a bad line (read_results), a file reproduce did not
+// write where it would write one (cli/reproduce_files.h), or a process is already running there.
+// --report on a DIR without results is refused: a table is never redrawn from nothing.
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
                                const std::function<void(const std::string&)>& say);
+
+// reproduce runs in one process: its stages are one process each, and under `mpirun -np N` the N
+// copies would race for DIR's lock and then fail in a training stage. N > 1 is refused before
+// any work with std::invalid_argument: "reproduce runs in one process: start it without mpirun
+// (got -np N)" (docs/distributed.md). run_reproduce calls it first with process_count().
+void require_one_process(int processes);
 
 // The precision a plan runs in on this CPU, given DIR's finished stages (`records`): one per
 // directory, so that a table compares heads and not precisions. The plan's own where it names one,
@@ -64,8 +72,9 @@ std::string results_precision(const std::vector<StageRecord>& records, const Rep
 void check_results_match_plan(const std::vector<StageRecord>& records, const ReproducePlan& plan,
                               const std::string& out);
 
-// Before any work, for every run of `runs` (empty: all): its finished stages are the plan's first
-// ones (else the file was edited); a run directory started in another precision is refused; and
+// Before any work, for every run of `runs` (empty: all): its directory is absent, empty or
+// reproduce's own (check_run_dir_is_ours); its finished stages are the plan's first ones (else
+// the file was edited); a run directory started in another precision is refused; and
 // the checkpoints its next stage starts from are here (results.jsonl travels between machines,
 // checkpoints never do). Throws std::runtime_error naming the run, the file and the ways on.
 // A training stage stopped part-way continues only with the --device it started with

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cli/reproduce.h"
+#include "cli/reproduce_files.h"
 #include "io/atomic_file.h"
 #include "io/read_file.h"
 #include "tensor/gemm.h"
@@ -15,6 +16,12 @@ namespace fs = std::filesystem;
 
 std::string run_dir(const std::string& out, const PlanRun& run) {
   return out + "/runs/" + run.name();
+}
+
+void require_one_process(int processes) {
+  if (processes > 1)
+    throw std::invalid_argument("reproduce runs in one process: start it without mpirun (got -np " +
+                                std::to_string(processes) + ")");
 }
 
 bool run_selected(const std::vector<std::string>& runs, const PlanRun& run) {
@@ -106,6 +113,7 @@ void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
                              const std::string& device) {
   for (const PlanRun& run : plan.runs) {
     if (!run_selected(runs, run)) continue;
+    check_run_dir_is_ours(out, plan.name, run, records);  // never someone else's files
     bool later_done = false;  // a stage's record after a missing one: the file was edited
     for (auto s = plan.stages.rbegin(); s != plan.stages.rend(); ++s) {
       const bool done = find_record(records, run.name(), *s) != nullptr;

@@ -86,10 +86,16 @@ std::vector<StageRecord> read_results(const std::string& path) {
       throw std::runtime_error("results file " + path + ", line " + std::to_string(n) + ": " +
                                e.what() + " (the file is written whole; was it edited?)");
     }
+    const std::string where = "results file " + path + ", line " + std::to_string(n);
     for (const char* key : {"plan", "run", "head", "stage"})
       if (r.json.kind != JsonValue::Object || r.text(key).empty())
-        throw std::runtime_error("results file " + path + ", line " + std::to_string(n) +
-                                 ": not a stage record (no \"" + key + "\")");
+        throw std::runtime_error(where + ": not a stage record (no \"" + key + "\")");
+    check_stage_record(r, where);
+    if (find_record(records, r.text("run"), r.text("stage")))
+      throw std::runtime_error(where + ": a second line of " + r.text("run") + "'s '" +
+                               r.text("stage") +
+                               "' stage (the file is written whole; was it "
+                               "edited, or two files concatenated?): keep one of them");
     records.push_back(std::move(r));
   }
   return records;

@@ -39,10 +39,17 @@ struct StageRecord {
   std::vector<double> numbers(const std::string& key) const;  // empty when absent
 };
 
-// Every line of `path` (none when it does not exist). A line that is not such an object is an
-// error naming the file and the line: the file is written whole, so a bad line means someone
-// edited it, and guessing would put wrong numbers in the table.
+// Every line of `path` (none when it does not exist). A line that is not such an object, that
+// repeats an earlier line's run and stage, or whose numbers fail check_stage_record is an error
+// naming the file and the line: the file is written whole, so a bad line means someone edited
+// it, and guessing would put wrong numbers in the table.
 std::vector<StageRecord> read_results(const std::string& path);
+// Every number the tables and the figure read, in its range, or null (not measured): the
+// perplexities in [1, 1e300], counts whole and >= 0 (seed and threads >= 1), times >= 0, λ in
+// [0, 1], θ, lr, lamb, σ_max and the threshold >= 0; epoch_valid_ppl perplexities, and
+// epoch_elapsed_s increasing from >= 0, as long as each other and as "epochs" says. Throws
+// std::runtime_error: "<where>: field "valid_ppl" is -5, expected a perplexity in [1, 1e300] ...".
+void check_stage_record(const StageRecord& record, const std::string& where);
 // Appends one line by writing the whole file anew, atomically.
 void append_result(const std::string& path, const std::string& line);
 // The record of (run, stage), or nullptr.

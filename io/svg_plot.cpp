@@ -105,10 +105,45 @@ std::string points_attr(const std::vector<PlotPoint>& s, const std::function<dou
   return out;
 }
 
+constexpr double W = 820, H = 500;  // the document's size, in its header
+
+// The first line of every plot: what drawn_by_mosgrad recognises.
+std::string svg_header() {
+  return strf(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
+      "%.0f\" "
+      "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
+      W, H, W, H);
+}
+
+// Every point inside the ranges of svg_plot.h, before anything is computed from them.
+void check_points(const LogPlot& plot) {
+  for (const PlotSeries& s : plot.series)
+    for (const PlotPoint& p : s.points)
+      if (!(p.x >= 0 && p.x <= kPlotMax && p.y >= kPlotMin && p.y <= kPlotMax))
+        throw std::invalid_argument(
+            strf("plot '%s': series '%s' has the point (%g, %g); a plot draws x in [0, %g] and y "
+                 "in [%g, %g] (a log axis has no place for 0, a negative, NaN or infinity)",
+                 plot.title.c_str(), s.name.c_str(), p.x, p.y, kPlotMax, kPlotMin, kPlotMax));
+}
+
+// A coordinate, refused when it is not finite: the last guard against an SVG with "nan" in it.
+double finite_coordinate(double v, const char* axis, double value) {
+  if (!std::isfinite(v))
+    throw std::runtime_error(
+        strf("plot: the %s value %g gives the coordinate %g; nothing drawn", axis, value, v));
+  return v;
+}
+
 }  // namespace
 
+bool drawn_by_mosgrad(const std::string& text) {
+  return text.compare(0, svg_header().size(), svg_header()) == 0;
+}
+
 std::string render_log_plot_svg(const LogPlot& plot) {
-  constexpr double W = 820, H = 500, L = 78, R = 24, T = 48, B = 62;
+  constexpr double L = 78, R = 24, T = 48, B = 62;
+  check_points(plot);
   const double pw = W - L - R, ph = H - T - B;
   std::string title = plot.title;
   std::vector<PlotSeries> drawn = plot.series;
@@ -162,14 +197,12 @@ std::string render_log_plot_svg(const LogPlot& plot) {
   }
   ylo = lower_to_tick_below(ylo, yhi);
   const double lylo = std::log(ylo), lyhi = std::log(yhi);
-  auto px = [&](double x) { return L + x / xend * pw; };
-  auto py = [&](double y) { return T + (lyhi - std::log(y)) / (lyhi - lylo) * ph; };
+  auto px = [&](double x) { return finite_coordinate(L + x / xend * pw, "x", x); };
+  auto py = [&](double y) {
+    return finite_coordinate(T + (lyhi - std::log(y)) / (lyhi - lylo) * ph, "y", y);
+  };
 
-  std::string svg = strf(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f "
-      "%.0f\" "
-      "font-family=\"Helvetica, Arial, sans-serif\" font-size=\"12\">\n",
-      W, H, W, H);
+  std::string svg = svg_header();
   svg += strf("<rect width=\"%.0f\" height=\"%.0f\" fill=\"white\"/>\n", W, H);
   svg += strf(
       "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\" "

@@ -10,6 +10,11 @@
 
 namespace mg {
 
+// The values a plot draws: beyond them a log axis's ends overflow (1.7e308 * 1.08 is infinite).
+// The readers that feed a plot (lm/learning_curves.h, cli/reproduce_results.h) check their numbers
+// against their own ranges first, naming the file and the line; these are the last limits.
+constexpr double kPlotMin = 1e-300, kPlotMax = 1e300;
+
 struct PlotPoint {
   double x, y;
 };
@@ -21,7 +26,7 @@ struct PlotSeries {
   // A circle on every point and a thicker line: for sparse series (one point per epoch). Without,
   // a thin line, and a dot only when the series is a single point (which a polyline cannot draw).
   bool markers = false;
-  std::vector<PlotPoint> points;  // finite, y > 0; drawn in this order
+  std::vector<PlotPoint> points;  // x in [0, kPlotMax], y in [kPlotMin, kPlotMax]; in this order
 };
 
 struct LogPlot {
@@ -37,7 +42,14 @@ struct LogPlot {
 };
 
 // The whole SVG document. Degenerate data (one point, all x = 0, a flat series) still gets visible,
-// non-empty axes.
+// non-empty axes. A point outside the ranges above (NaN, infinite, y <= 0, ...) is refused
+// (std::invalid_argument naming the series and the point), and so, as a last guard, is any
+// coordinate that would come out NaN or infinite: a plot with a "nan" in it is never returned.
 std::string render_log_plot_svg(const LogPlot& plot);
+
+// True when `text` begins as render_log_plot_svg's documents begin (its <svg> header, unchanged
+// since the first one): how a command that redraws a plot in a folder (`plot`'s curves.svg,
+// `reproduce`'s valid_curves.svg) knows that the file it would replace is one mosgrad drew.
+bool drawn_by_mosgrad(const std::string& text);
 
 }  // namespace mg

@@ -155,8 +155,9 @@ TEST(BestModel, EveryResumedRunReportsTheModelBestCkptHolds) {
     TrainResult r;
     mgtest::run_collecting(cfg, corpus, &r);
     const double held = recorded_val_loss(best);
-    if (steps == 3)
+    if (steps == 3) {
       ASSERT_GT(r.final_val_loss, held) << "the test needs a validation worse than best.ckpt's";
+    }
     EXPECT_DOUBLE_EQ(r.best_val_loss, held) << "after step " << steps;
     EXPECT_EQ(train_summary(r, best).at(0),
               strf("best valid ppl %.2f after %lld steps (reached --max-steps %lld)",

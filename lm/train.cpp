@@ -193,18 +193,21 @@ void start_state(Run& r) {
                           "about half the FP32 rate; see docs/performance.md)")));
 }
 
+void switch_to_asgd(Run& r, const std::string& why) {
+  r.say("switching to ASGD (" + why + ")");
+  r.st.optimizer = OptimizerKind::ASGD;
+  r.opt = std::make_unique<Optimizer>(r.st.optimizer, r.model.named_parameters(), r.cfg.wdecay);
+}
+
 // NT-ASGD: switch SGD -> ASGD once the validation is non-monotone. When finetuning the same test
 // ends the run: returns true then.
 bool nt_asgd(Run& r, double val_loss) {
-  const TrainConfig& cfg = r.cfg;
   TrainState& st = r.st;
-  const bool worse = non_monotone(st.val_history, val_loss, cfg.nonmono);
+  const bool worse = non_monotone(st.val_history, val_loss, r.cfg.nonmono);
   st.val_history.push_back(val_loss);
   if (worse && st.optimizer == OptimizerKind::SGD) {
-    r.say("switching to ASGD (validation has not improved for " + std::to_string(cfg.nonmono) +
-          " epochs)");
-    st.optimizer = OptimizerKind::ASGD;
-    r.opt = std::make_unique<Optimizer>(st.optimizer, r.model.named_parameters(), cfg.wdecay);
+    switch_to_asgd(r, "validation has not improved for " + std::to_string(r.cfg.nonmono) +
+                          " epochs");
     return false;
   }
   if (worse && r.finetune) r.say("finetuning done: validation stopped improving");
@@ -327,6 +330,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     const auto epoch_start = TrainClock::now();
     IntervalSums interval;
     if (st.batch_pos == 0) hidden = model.init_hidden(cfg.batch_size);
+    // A budget's schedule (--asgd_epoch): average from this epoch on, as a finetune would.
+    if (st.batch_pos == 0 && cfg.asgd_epoch > 0 && st.epoch >= cfg.asgd_epoch &&
+        st.optimizer == OptimizerKind::SGD)
+      switch_to_asgd(run, "--asgd_epoch " + std::to_string(cfg.asgd_epoch));
 
     while (st.batch_pos < train_data.rows - 1) {
       // Variable-length BPTT; the learning rate follows the length drawn, as in AWD-LSTM's main.py

@@ -204,6 +204,10 @@ FlagTable TrainConfig::flag_table() {
                grad_groups, 1, kMaxSize),
       int_flag("nonmono", opt, "NT-ASGD: epochs of non-improvement before switching to ASGD",
                nonmono, 0, kMaxCount),
+      int_flag("asgd_epoch", opt,
+               "switch SGD -> ASGD at the start of this epoch whatever validation says (a fixed "
+               "budget's schedule; 0: NT-ASGD's test alone)",
+               asgd_epoch, 0, kMaxCount),
       custom(
           "seed", "N", opt, "random seed (weights, dropout, BPTT lengths)",
           [this](const std::string& v) {

@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t epochs = 40, batch_size = 20, bptt = 35, eval_batch_size = 10, test_batch_size = 1;
   int64_t max_seq_len_delta = 40;  // cap of the variable BPTT length: bptt + delta
   int64_t nonmono = 5, log_interval = 200;
+  int64_t asgd_epoch = 0;  // > 0: SGD -> ASGD at the start of this epoch (a fixed budget's schedule)
   int64_t grad_groups = 1;  // --grad-groups G: the batch's columns in G groups (lm/column_groups.h)
   uint64_t seed = 1;
   int threads = 0;              // 0: OpenMP's default (OMP_NUM_THREADS or all cores)

@@ -12,6 +12,7 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
+#include "io/checkpoint.h"
 #include "io/json.h"
 #include "io/read_file.h"
 #include "lm/batching.h"
@@ -287,6 +288,47 @@ TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
       EXPECT_EQ(resumed[e].val_loss, epochs[e].val_loss) << optimizer << ": epoch " << e + 1;
       EXPECT_EQ(resumed[e].optimizer, epochs[e].optimizer) << optimizer << ": epoch " << e + 1;
     }
+  }
+}
+
+// A run stopped by its epoch cap and resumed with a higher one gives the uninterrupted run's losses
+// bit for bit: each epoch starts from a zero hidden state (the checkpoint stores zeros at an epoch
+// end; a run that carried the last state across epochs would part here). --asgd_epoch switches at
+// the start of its epoch, resumed or not, and never before; its average then runs to the end.
+TEST(Schedule, ResumeAfterAnEpochCapAndTheAsgdEpochAreExact) {
+  const std::string dir = mgtest::ptb_dir();
+  const Corpus corpus =
+      load_corpus(mgtest::has_ptb(dir) ? dir : mgtest::write_synthetic_corpus("epoch_cap"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("epoch_cap_full"));
+  cfg.max_train_tokens = 1200, cfg.max_eval_tokens = 300, cfg.epochs = 4, cfg.asgd_epoch = 3;
+  cfg.nonmono = 1000;  // no NT-ASGD switch: only --asgd_epoch's
+  const std::vector<double> expected = mgtest::run_collecting(cfg, corpus);
+  const std::vector<EpochRecord> epochs = epochs_of(cfg.save + "/metrics.jsonl");
+  ASSERT_EQ(epochs.size(), 4u);
+  EXPECT_EQ(epochs[0].optimizer, "sgd");
+  EXPECT_EQ(epochs[1].optimizer, "sgd");
+  EXPECT_EQ(epochs[2].optimizer, "asgd") << "--asgd_epoch 3 averages from epoch 3 on";
+  EXPECT_EQ(epochs[3].optimizer, "asgd");
+  // One average over epochs 3 and 4: the optimizer has stepped since the end of epoch 2.
+  EXPECT_EQ(load_checkpoint(cfg.save + "/checkpoint.ckpt").string("optimizer_steps"),
+            std::to_string(epochs[3].step - epochs[1].step));
+
+  TrainConfig part = cfg;
+  part.save = mgtest::temp_dir("epoch_cap_parts");
+  std::vector<double> got;
+  for (int64_t cap = 1; cap <= 4; ++cap) {
+    part.epochs = cap, part.resume = cap > 1;
+    const std::vector<double> piece = mgtest::run_collecting(part, corpus);
+    got.insert(got.end(), piece.begin(), piece.end());
+  }
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i)
+    ASSERT_EQ(got[i], expected[i]) << "loss of step " << i + 1;
+  const std::vector<EpochRecord> resumed = epochs_of(part.save + "/metrics.jsonl");
+  ASSERT_EQ(resumed.size(), 4u);
+  for (size_t e = 0; e < 4; ++e) {
+    EXPECT_EQ(resumed[e].val_loss, epochs[e].val_loss) << "epoch " << e + 1;
+    EXPECT_EQ(resumed[e].optimizer, epochs[e].optimizer) << "epoch " << e + 1;
   }
 }
 

@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "io/file_ops.h"
+
 namespace fs = std::filesystem;
 
 namespace mg {
@@ -68,8 +70,7 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_path_(unique_tmp_path(path)) {
   // O_EXCL: create a new file or fail, so nothing already at this name (a symlink included, even a
   // dangling one) is ever written through; O_NOFOLLOW says the same for the last component.
-  const int fd =
-      ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  const int fd = file_ops::open(tmp_path_, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0666);
   if (fd < 0) {
     const int err = errno;
     // Not ours: whatever sits at the name stays where it is.
@@ -77,7 +78,11 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path)
         "cannot create " + tmp_path_ + " (to be renamed to " + path_ + "): " + std::strerror(err) +
         (err == EEXIST ? " (something is already at the temporary's name; mosgrad never "
                          "writes through an existing file or symlink)"
-                       : " (does the directory exist and is it writable?)"));
+         : err == ENOSPC || err == EDQUOT ? " (disk full)"
+         : err == ENOENT || err == EACCES || err == EROFS || err == ENOTDIR
+             ? " (does the directory exist and is it writable?)"
+             : "") +
+        "; the previous file at that path, if any, is unchanged");
   }
   file_ = ::fdopen(fd, "wb");
   if (!file_) {
@@ -90,7 +95,7 @@ AtomicFileWriter::AtomicFileWriter(const std::string& path)
 
 AtomicFileWriter::~AtomicFileWriter() {
   if (file_) {  // commit() was not reached: drop the partial file, never leave it half-written
-    std::fclose(file_);
+    file_ops::fclose(file_);
     ::unlink(tmp_path_.c_str());
   }
 }
@@ -98,7 +103,7 @@ AtomicFileWriter::~AtomicFileWriter() {
 void AtomicFileWriter::fail(const std::string& what) {
   const int err = errno;
   if (file_) {
-    std::fclose(file_);
+    file_ops::fclose(file_);
     file_ = nullptr;
   }
   ::unlink(tmp_path_.c_str());
@@ -110,7 +115,7 @@ void AtomicFileWriter::fail(const std::string& what) {
 
 void AtomicFileWriter::write(const void* data, size_t n) {
   if (!file_) throw std::logic_error("AtomicFileWriter::write after commit");
-  if (n > 0 && std::fwrite(data, 1, n, file_) != n) fail("writing " + tmp_path_);
+  if (n > 0 && file_ops::fwrite(data, n, file_) != n) fail("writing " + tmp_path_);
 }
 
 void AtomicFileWriter::seek(uint64_t offset) {
@@ -122,20 +127,22 @@ void AtomicFileWriter::commit() {
   if (!file_) throw std::logic_error("AtomicFileWriter::commit called twice");
   // The data must be on disk before the rename makes it visible; otherwise a power cut right after
   // the rename could leave `path` pointing at an empty file.
-  if (std::fflush(file_) != 0) fail("flushing " + tmp_path_);
-  if (::fsync(::fileno(file_)) != 0) fail("syncing " + tmp_path_);
-  const int rc = std::fclose(file_);
+  if (file_ops::fflush(file_) != 0) fail("flushing " + tmp_path_);
+  if (file_ops::fsync(::fileno(file_)) != 0) fail("syncing " + tmp_path_);
+  const int rc = file_ops::fclose(file_);
   file_ = nullptr;
   if (rc != 0) fail("closing " + tmp_path_);
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
-    fail("renaming " + tmp_path_ + " to " + path_);
-  // Best effort: make the rename itself durable. Not all filesystems allow fsync on a directory.
+  if (file_ops::rename(tmp_path_, path_) != 0) fail("renaming " + tmp_path_ + " to " + path_);
+  // Make the rename itself durable (where the filesystem can sync a directory at all). When that
+  // fails the new file is in place, so the error says so rather than "unchanged".
   std::string dir = fs::path(path_).parent_path().string();
   if (dir.empty()) dir = ".";
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+  if (file_ops::sync_dir(dir) != 0) {
+    const int err = errno;
+    throw std::runtime_error("wrote " + path_ + ", but syncing its directory " + dir +
+                             " failed: " + std::strerror(err) +
+                             "; the file holds the new contents, which a power cut may still "
+                             "undo (the storage may be failing)");
   }
   remove_leftover_temporaries(path_);
 }

@@ -7,7 +7,10 @@
 // symlinks, so a symlink or file planted at that name makes the save fail instead of redirecting
 // it, and two processes saving to one path never write into each other's temporary. The temporary
 // is flushed and fsync'ed, then renamed over `path` (atomic within a filesystem), and the directory
-// is fsync'ed so the rename itself survives a power cut. On any failure the temporary is removed.
+// is fsync'ed so the rename itself survives a power cut. On any failure the temporary is removed;
+// a failure before the rename leaves `path` as it was, and one of the directory's fsync after it
+// is an error that says the new file is in place. Every call that changes a file goes through
+// io/file_ops.h, where tests/io/test_io_faults.cpp fails each one in turn.
 //
 // A temporary outlives its process only when that process dies mid-save (kill -9, power cut). The
 // next successful save of the same path removes such leftovers: "<path>.tmp" (the name older

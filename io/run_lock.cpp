@@ -9,6 +9,8 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "io/file_ops.h"
+
 namespace mg {
 
 std::string RunLock::file_in(const std::string& dir) {
@@ -17,7 +19,7 @@ std::string RunLock::file_in(const std::string& dir) {
 
 RunLock::RunLock(const std::string& dir, const std::string& command) {
   const std::string path = file_in(dir);
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  fd_ = file_ops::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
   if (fd_ < 0)
     throw std::runtime_error("cannot open the run directory's lock " + path + ": " +
                              std::strerror(errno) +
@@ -42,8 +44,8 @@ RunLock::RunLock(const std::string& dir, const std::string& command) {
   if (::localtime_r(&now, &tm)) std::strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
   const std::string line =
       "process " + std::to_string(::getpid()) + " (" + command + "), started " + when + "\n";
-  if (::ftruncate(fd_, 0) != 0 ||
-      ::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
+  if (file_ops::ftruncate(fd_, 0) != 0 ||
+      file_ops::pwrite(fd_, line.data(), line.size(), 0) != static_cast<ssize_t>(line.size())) {
     // The lock holds without the note; only the message a second run prints would be poorer.
   }
 }

@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "io/atomic_file.h"
+#include "io/file_ops.h"
 #include "io/json.h"
 #include "io/strf.h"
 
@@ -34,7 +35,7 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   // line by line, not io/atomic_file.h: each line is written whole or cut back off, and rewriting
   // the whole file per line would cost O(n^2).) O_NOFOLLOW: a symlink at the name is refused.
   if (path.empty()) return;  // writes nothing (the processes but rank 0 of an mpirun)
-  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  fd_ = file_ops::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644);
   if (fd_ < 0)
     throw std::runtime_error(
         "cannot open metrics file '" + path + "': " + std::strerror(errno) +
@@ -42,7 +43,7 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0) file_ops::close(fd_);
 }
 
 // The line and its newline in one write; if the disk fills part-way, the part that got out is cut
@@ -55,12 +56,12 @@ void MetricsWriter::write_line(const std::string& line) {
     throw std::runtime_error("cannot write metrics file '" + path_ + "': " + std::strerror(errno));
   size_t done = 0;
   while (done < whole.size()) {
-    const ssize_t n = ::write(fd_, whole.data() + done, whole.size() - done);
+    const ssize_t n = file_ops::write(fd_, whole.data() + done, whole.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = n < 0 ? errno : ENOSPC;
       // Cut back what got out; should even that fail, mosgrad plot skips a torn last line.
-      if (done > 0) (void)!::ftruncate(fd_, st.st_size);
+      if (done > 0) (void)!file_ops::ftruncate(fd_, st.st_size);
       throw std::runtime_error("cannot write metrics file '" + path_ + "': " + std::strerror(err) +
                                " (the file keeps its whole lines)");
     }
@@ -77,10 +78,9 @@ std::string set_aside_old_metrics(const std::string& path) {
   for (int n = 1;; ++n) {
     const std::string aside = path + "." + std::to_string(n);
     if (fs::exists(fs::symlink_status(aside, e))) continue;
-    fs::rename(path, aside, e);
-    if (e)
+    if (file_ops::rename(path, aside) != 0)
       throw std::runtime_error("cannot move the earlier records of '" + path + "' aside to '" +
-                               aside + "': " + e.message());
+                               aside + "': " + std::strerror(errno));
     return aside;
   }
 }

@@ -182,7 +182,7 @@ bench:
 # The suite's tiers (docs/testing.md). One binary holds every test; the tiers are filters of it.
 # SLOW_TESTS train on PTB or run whole plans (seconds each alone, minutes on a busy machine);
 # GDB_TESTS drive gdb over the debug programs (build/debug/), which only check-gdb builds.
-SLOW_TESTS := Trainer.TinyPresetLearnsPennTreebank:RecipeCurves.*:Reproduce.*:Schedule.ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact
+SLOW_TESTS := Trainer.TinyPresetLearnsPennTreebank:RecipeCurves.*:Reproduce.*:Schedule.ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact:MemoryEstimate.BoundsThePeakRssOfTwoPresets
 GDB_TESTS  := GdbPrinters.*:GdbWalkthrough.*
 RELEASE    := build/release$(if $(filter 1,$(CUDA)),-cuda)
 # OpenMP threads that spin while they wait turn a busy machine's minutes into tens of minutes; the

@@ -23,6 +23,7 @@
 #include "lm/evaluate.h"
 #include "lm/health_stats.h"
 #include "lm/learning_curves.h"
+#include "lm/memory_estimate.h"
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/optim.h"
@@ -278,6 +279,9 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const Batched val_data =
       batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
+  // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
+  if (cfg.device == Device::CPU)
+    check_training_memory(cfg, corpus.vocab.size(), memory_available_bytes());
   for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
     if (std::filesystem::is_symlink(f))
       throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");

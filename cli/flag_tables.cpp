@@ -295,7 +295,8 @@ FlagTable reproduce_flags(CommandLine& c) {
   ReproduceOptions& o = c.reproduce;
   const std::string in = "plan";
   return {text_flag("plan", "NAME", in,
-                    "quick, afternoon, day or paper (required; see docs/reproduction.md)", o.plan),
+                    "quick, afternoon, day, paper (docs/reproduction.md), or a speedrun record: ptb-1h, ptb-3h "
+                    "(docs/speedrun.md); required", o.plan),
           text_flag("out", "DIR", in, "results and runs directory (default runs/reproduce-<plan>)",
                     o.out),
           data_flag(o.data),

@@ -23,7 +23,8 @@ std::vector<std::string> head_flags(const std::string& head) {
 }
 
 const std::vector<std::string>& reproduce_plan_names() {
-  static const std::vector<std::string> names = {"quick", "afternoon", "day", "paper"};
+  static const std::vector<std::string> names = {"quick", "afternoon", "day",
+                                                 "paper", "ptb-1h",    "ptb-3h"};
   return names;
 }
 
@@ -125,6 +126,21 @@ ReproducePlan paper_plan() {
   return p;
 }
 
+// A speedrun record (docs/speedrun.md): the budget preset trained as `mosgrad train --preset
+// <name>` would train it, its best model tested at batch size 1, then dynamic evaluation and the
+// cache pointer on it (evaluations outside the budget). Each row of its report is a record.
+ReproducePlan speedrun_plan(const std::string& name) {
+  ReproducePlan p;
+  p.name = name;
+  p.description = "the " + name + " preset's speedrun record: train (SGD, then ASGD inside the " +
+                  "budget), dynamic evaluation, the cache pointer";
+  p.train_flags = {"--preset", name};
+  p.runs = {{"mos", 1}};
+  p.stages = {"train", "dyneval", "pointer"};
+  p.pointer_thetas = pointer_thetas(), p.pointer_lambdas = pointer_lambdas();
+  return p;
+}
+
 }  // namespace
 
 ReproducePlan reproduce_plan(const std::string& name) {
@@ -132,6 +148,7 @@ ReproducePlan reproduce_plan(const std::string& name) {
   if (name == "afternoon") return afternoon_plan();
   if (name == "day") return day_plan();
   if (name == "paper") return paper_plan();
+  if (name == "ptb-1h" || name == "ptb-3h") return speedrun_plan(name);
   std::string known;
   for (const auto& n : reproduce_plan_names()) known += (known.empty() ? "" : ", ") + n;
   throw std::invalid_argument("--plan: unknown plan '" + name + "'; choose one of " + known);

@@ -11,6 +11,8 @@
 //   day        the same recipe at d = 64, K = 5, 12 epochs (the afternoon plan until 2026-11-28):
 //              6-10 hours of 2 cores
 //   paper      the `mos-paper` preset and the MoS paper's recipe: for a GPU or a long CPU run
+//   ptb-1h,    the speedrun records (docs/speedrun.md): the budget preset of that name, trained,
+//   ptb-3h     then dynamic evaluation and the cache pointer on its best model
 #pragma once
 
 #include <cstdint>
@@ -61,7 +63,7 @@ struct ReproducePlan {
 // it splits MoS's gain into width, the mixture in context space, and the rank bound.
 std::vector<std::string> head_flags(const std::string& head);
 
-const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, day, paper
+const std::vector<std::string>& reproduce_plan_names();  // quick, afternoon, day, paper, ptb-*
 // Throws std::invalid_argument naming the plan and listing the known ones.
 ReproducePlan reproduce_plan(const std::string& name);
 

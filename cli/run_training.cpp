@@ -145,10 +145,13 @@ int run_plot(CommandLine& c) {
 int run_presets(CommandLine&) {
   for (const std::string& name : preset_names()) {
     const TrainConfig c = preset_config(name);
-    std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g\n", name.c_str(),
-                c.model.summary().c_str(), static_cast<long long>(c.batch_size),
+    std::printf("%-17s %s  B=%lld T=%lld lr=%g dropout=%g/%g/%g/%g/%g wdrop=%g epochs=%lld%s%s\n",
+                name.c_str(), c.model.summary().c_str(), static_cast<long long>(c.batch_size),
                 static_cast<long long>(c.bptt), c.lr, c.model.dropout, c.model.dropouth,
-                c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop);
+                c.model.dropouti, c.model.dropoute, c.model.dropoutl, c.model.wdrop,
+                static_cast<long long>(c.epochs),
+                c.asgd_epoch > 0 ? (" asgd_epoch=" + std::to_string(c.asgd_epoch)).c_str() : "",
+                c.paths.precision != "fp32" ? (" precision=" + c.paths.precision).c_str() : "");
   }
   return 0;
 }

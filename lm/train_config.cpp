@@ -230,7 +230,8 @@ void TrainConfig::set(const std::string& name, const std::string& value) {
 }
 
 std::vector<std::string> preset_names() {
-  return {"tiny", "small-softmax", "small-mos", "small-sigsoftmax", "small-mosig", "mos-paper"};
+  return {"tiny",        "small-softmax", "small-mos", "small-sigsoftmax",
+          "small-mosig", "mos-paper",     "ptb-1h",    "ptb-3h"};
 }
 
 TrainConfig preset_config(const std::string& name) {
@@ -269,6 +270,20 @@ TrainConfig preset_config(const std::string& name) {
     c.batch_size = 12, c.bptt = 70, c.lr = 20, c.clip = 0.25f, c.alpha = 2, c.beta = 1,
     c.wdecay = 1.2e-6f;
     c.epochs = 1000;
+  } else if (name == "ptb-1h" || name == "ptb-3h") {
+    // The speedrun presets (docs/speedrun.md): the best PTB model a budget of 2 threads buys on the
+    // reference CPU (AMD Zen 5, AVX512_BF16), budgeted in epochs so that one command gives one
+    // model. SGD, then ASGD from --asgd_epoch on (the averaging a finetune would add, inside the
+    // budget), with a lighter regularisation than AWD-LSTM's for a model trained tens of epochs.
+    small();
+    m.head = HeadKind::MoS, m.n_experts = 5, m.emsize = 96, m.nhid = 384, m.nhidlast = 384;
+    m.dropout = 0.3f, m.dropouth = 0.2f, m.dropouti = 0.1f, m.dropoute = 0.05f, m.wdrop = 0.3f,
+    m.dropoutl = 0.2f;
+    c.epochs = 34, c.asgd_epoch = 21;
+    if (name == "ptb-3h") c.epochs = 100, c.asgd_epoch = 60;
+    // bf16 GEMM operands where they are faster (Zen 4/5: 1.3-1.7x, perplexity within the seed
+    // spread, bench/RESULTS.md); fp32 elsewhere, the same recipe with other rounding.
+    c.paths.precision = gemm_bf16_faster_than_fp32() ? "bf16" : "fp32";
   } else {
     std::string known;
     for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

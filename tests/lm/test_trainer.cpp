@@ -208,3 +208,22 @@ TEST(Trainer, Bf16RunSaysWhenItIsSlowerThanFp32) {
   EXPECT_EQ(slower, !gemm_bf16_faster_than_fp32()) << printed;
   EXPECT_NE(printed.find("threads, bf16"), std::string::npos) << printed;
 }
+
+// The speedrun presets (docs/speedrun.md) are whole recipes: budgeted in epochs, averaging (ASGD)
+// from a fixed epoch inside the budget, bf16 exactly where it is faster; and they train.
+TEST(Trainer, SpeedrunPresetsAreWholeRecipesThatTrain) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("speedrun_presets"));
+  for (const std::string name : {"ptb-1h", "ptb-3h"}) {
+    TrainConfig cfg = preset_config(name);
+    EXPECT_GT(cfg.asgd_epoch, 1) << name;
+    EXPECT_LT(cfg.asgd_epoch, cfg.epochs) << name << ": the average starts inside the budget";
+    EXPECT_EQ(cfg.paths.precision, gemm_bf16_faster_than_fp32() ? "bf16" : "fp32") << name;
+    EXPECT_EQ(cfg.model.head, HeadKind::MoS) << name;
+    cfg.data = corpus.dir, cfg.save = temp_dir("speedrun_" + name);
+    cfg.max_steps = 3, cfg.max_eval_tokens = 200, cfg.test_at_end = false;
+    const TrainResult r = train_lm(cfg, corpus, {});
+    EXPECT_EQ(r.steps, 3) << name;
+    EXPECT_TRUE(std::isfinite(r.best_val_loss)) << name;
+  }
+  EXPECT_GT(preset_config("ptb-3h").epochs, 2 * preset_config("ptb-1h").epochs);
+}

@@ -69,7 +69,7 @@ LIB_SRCS  := $(wildcard dist/*.cpp tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp
 # docs' commands and gdb sessions, tests/fuzz/ replays the fuzzers' findings.
 TEST_DIRS := cuda tensor autograd nn io lm analysis cli tools docs
 TEST_SRCS := $(wildcard tests/*.cpp $(TEST_DIRS:%=tests/%/*.cpp)) tests/fuzz/test_fuzz_replay.cpp \
-             tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp
+             tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp tests/fuzz/crash_builders.cpp
 # The tests the course's tasks name (docs/course/tasks.txt), with the helpers they share: `make
 # grade` builds only these (build/release/grade_tests), so a student's first grade compiles the
 # library and a fifth of the suite. A task whose test lives elsewhere grades "no test matches".
@@ -292,10 +292,11 @@ fuzz: fuzz-seeds
 	bash tools/fuzz.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Writes the fuzzers' seed corpus with tests/fuzz/make_seeds.cpp: the text seeds into
-# tests/fuzz/corpus/ (committed), the model files into build/fuzz/model_seeds/ (generated).
+# tests/fuzz/corpus/ (committed), the model files into build/fuzz/model_seeds/ and the binary crash
+# reproducers into build/fuzz/crash_reproducers/ (generated).
 fuzz-seeds:
-	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/libmosgrad.a build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o
-	$(CXX) build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o build/release/libmosgrad.a -o build/release/make_seeds -fopenmp
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/libmosgrad.a build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o build/release/tests/fuzz/crash_builders.o
+	$(CXX) build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o build/release/tests/fuzz/crash_builders.o build/release/libmosgrad.a -o build/release/make_seeds -fopenmp
 	./build/release/make_seeds
 
 # The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.

@@ -3,9 +3,12 @@
 # and prints executions and crashes per target. Called by `make fuzz` after it builds the targets.
 #   bash tools/fuzz.sh SECONDS TARGET...
 # The working corpus grows in build/fuzz/corpus/<target>/ (kept between runs, not committed), seeded
-# from tests/fuzz/corpus/<target>/ and the generated model files in build/fuzz/model_seeds/<target>/
-# (make fuzz writes them first). A crash (or leak, timeout, out-of-memory) is saved by libFuzzer
-# and copied to tests/fuzz/crashes/<target>/: fix it, commit the file, and make test replays it.
+# from tests/fuzz/corpus/<target>/, the generated model files in build/fuzz/model_seeds/<target>/
+# and the generated binary crash reproducers in build/fuzz/crash_reproducers/<target>/ (make fuzz
+# writes them first). A crash (or leak, timeout, out-of-memory) is saved by libFuzzer and copied to
+# tests/fuzz/crashes/<target>/: fix it, commit the file (a text input) or a builder of it in
+# tests/fuzz/crash_builders.cpp (a binary one; tests/fuzz/crashes/README.md), and make test replays
+# it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 seconds=$1; shift
@@ -17,9 +20,11 @@ run_one() {
   mkdir -p "build/fuzz/corpus/$t" "build/fuzz/artifacts/$t" "build/fuzz/model_seeds/$t"
   # -rss_limit_mb: a reader must not need more than 2 GB for a 64 KB input.
   # The seed folders that exist (libFuzzer stops at a missing one: the model-file targets have no
-  # committed text seeds, the text targets no generated model seeds).
+  # committed text seeds, the text targets no generated model seeds or crash reproducers).
   local seeds=()
-  for d in "tests/fuzz/corpus/$t" "build/fuzz/model_seeds/$t"; do [ -d "$d" ] && seeds+=("$d"); done
+  for d in "tests/fuzz/corpus/$t" "build/fuzz/model_seeds/$t" "build/fuzz/crash_reproducers/$t"; do
+    [ -d "$d" ] && seeds+=("$d")
+  done
   "build/fuzz/fuzz_$t" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="build/fuzz/artifacts/$t/" \
     "build/fuzz/corpus/$t" "${seeds[@]}" >"build/fuzz/logs/$t.log" 2>&1

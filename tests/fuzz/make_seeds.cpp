@@ -1,12 +1,15 @@
 // Writes the seed corpus of the fuzz targets (make fuzz-seeds): small but complete inputs of every
 // kind, so the fuzzer starts from files that load and mutates them, instead of having to discover
 // the formats from nothing. The text seeds (corpus, flags) go to tests/fuzz/corpus/<target>/ and
-// are committed; the model files to build/fuzz/model_seeds/<target>/ (tests/fuzz/model_seeds.h).
+// are committed; the model files to build/fuzz/model_seeds/<target>/ (tests/fuzz/model_seeds.h) and
+// the binary crash reproducers built from them to build/fuzz/crash_reproducers/<target>/
+// (tests/fuzz/crash_builders.h), which the fuzzers take as seeds too.
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
+#include "tests/fuzz/crash_builders.h"
 #include "tests/fuzz/model_seeds.h"
 
 namespace {
@@ -21,6 +24,7 @@ void write(const std::string& target, const std::string& name, const std::string
 
 int main() {
   mgfuzz::write_model_seeds("build/fuzz/model_seeds");  // binary: generated, not committed
+  mgfuzz::write_crash_reproducers("build/fuzz/model_seeds", "build/fuzz/crash_reproducers");
 
   write("corpus", "ptb_lines", " the cat sat on the mat \n the <unk> sat \n\xff the dog sat \n");
   write("corpus", "crlf_no_final_newline",

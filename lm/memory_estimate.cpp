@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "nn/heads.h"
+#include "tensor/allocator.h"
 
 namespace mg {
 
@@ -122,6 +123,13 @@ void check_training_memory(const TrainConfig& cfg, int64_t ntoken, int64_t avail
       mib(e.optimizer) + ", one step's activations " + mib(e.activations) + " and the head's " +
       "logits " + mib(e.logits) + " (docs/training.md, \"Memory\"); this machine has " +
       mib(available) + " available to it: lower " + lower);
+}
+
+void fit_training_memory(const TrainConfig& cfg, int64_t ntoken) {
+  const int64_t available = memory_available_bytes();
+  check_training_memory(cfg, ntoken, available);
+  if (available >= 0)
+    set_cache_limit_bytes((available - estimate_training_memory(cfg, ntoken).total()) / 2);
 }
 
 }  // namespace mg

@@ -43,4 +43,9 @@ int64_t memory_available_bytes();
 // check), saying what the run needs, term by term, what the machine has, and the flags to lower.
 void check_training_memory(const TrainConfig& cfg, int64_t ntoken, int64_t available);
 
+// What train and finetune do before they allocate: check_training_memory against
+// memory_available_bytes(), then lower the tensor cache's limit (tensor/allocator.h) to half of
+// what the estimate leaves, so that buffers cached for reuse cannot take the machine's last memory.
+void fit_training_memory(const TrainConfig& cfg, int64_t ntoken);
+
 }  // namespace mg

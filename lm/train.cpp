@@ -280,8 +280,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
   check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
-  if (cfg.device == Device::CPU)
-    check_training_memory(cfg, corpus.vocab.size(), memory_available_bytes());
+  if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());
   for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
     if (std::filesystem::is_symlink(f))
       throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");

@@ -1,5 +1,6 @@
 #include "tensor/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <new>
@@ -22,19 +23,18 @@ size_t bucket_of(size_t n) {
   return (n + step - 1) / step * step;
 }
 
-// Cached bytes beyond this are returned to the system (MOSGRAD_CACHE_MB overrides).
-int64_t cache_limit_bytes() {
-  static const int64_t limit = [] {
-    const char* env = std::getenv("MOSGRAD_CACHE_MB");
-    return (env ? std::atoll(env) : 4096) * int64_t{1} << 20;
-  }();
-  return limit;
+// Cached bytes beyond this are returned to the system: MOSGRAD_CACHE_MB, else 4 GiB, lowered by
+// set_cache_limit_bytes.
+int64_t default_cache_limit_bytes() {
+  const char* env = std::getenv("MOSGRAD_CACHE_MB");
+  return (env ? std::atoll(env) : 4096) * int64_t{1} << 20;
 }
 
 struct Cache {
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<float*>> free_lists;
   AllocatorStats stats;
+  int64_t limit = default_cache_limit_bytes();
 };
 
 Cache& cache() {
@@ -103,7 +103,7 @@ void release_floats(float* p, size_t n) noexcept {
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     c.stats.live_bytes -= bytes;
-    if (c.stats.cached_bytes + bytes <= cache_limit_bytes()) {
+    if (c.stats.cached_bytes + bytes <= c.limit) {
       try {
         c.free_lists[b].push_back(p);
         c.stats.cached_bytes += bytes;
@@ -113,6 +113,33 @@ void release_floats(float* p, size_t n) noexcept {
     }
   }
   std::free(p);
+}
+
+void set_cache_limit_bytes(int64_t bytes) {
+  Cache& c = cache();
+  std::vector<float*> freed;
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    c.limit = std::min(default_cache_limit_bytes(), std::max<int64_t>(0, bytes));
+    // Over the new limit: the largest buckets go first (the rarest sizes of variable BPTT).
+    while (c.stats.cached_bytes > c.limit) {
+      auto largest = c.free_lists.end();
+      for (auto it = c.free_lists.begin(); it != c.free_lists.end(); ++it)
+        if (!it->second.empty() && (largest == c.free_lists.end() || it->first > largest->first))
+          largest = it;
+      if (largest == c.free_lists.end()) break;
+      freed.push_back(largest->second.back());
+      largest->second.pop_back();
+      c.stats.cached_bytes -= static_cast<int64_t>(largest->first * sizeof(float));
+    }
+  }
+  for (float* p : freed) std::free(p);
+}
+
+int64_t cache_limit_bytes() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mutex);
+  return c.limit;
 }
 
 AllocatorStats allocator_stats() {

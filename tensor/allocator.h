@@ -23,4 +23,11 @@ struct AllocatorStats {
 };
 AllocatorStats allocator_stats();
 
+// The cache keeps freed buffers up to a limit: MOSGRAD_CACHE_MB, else 4 GiB. Variable-length BPTT
+// fills it with buffers of each segment length (a run's RSS can reach 3-4 times its live tensors'
+// peak), so a trainer lowers it to what the machine can spare beside its run; never above the
+// default. Buffers cached beyond a lowered limit go back to the system at once.
+void set_cache_limit_bytes(int64_t bytes);
+int64_t cache_limit_bytes();
+
 }  // namespace mg

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <vector>
 
 #include "tensor/allocator.h"
 
@@ -43,4 +45,27 @@ TEST(Allocator, FreedBuffersAreReusedAndCounted) {
   EXPECT_EQ(again.live_bytes, held.live_bytes);
   EXPECT_GE(again.peak_live_bytes, again.live_bytes);
   release_floats(q, n - 7);
+}
+
+// A trainer lowers the cache's limit to what the machine can spare (lm/memory_estimate.h): what
+// was cached beyond it goes back to the system at once, later releases stay under it, and the
+// limit never rises above the default.
+TEST(Allocator, ALoweredLimitGivesTheCacheBackAndHoldsIt) {
+  const int64_t before = cache_limit_bytes();
+  std::vector<float*> held;
+  const size_t n = 1 << 20;  // 4 MiB each
+  for (int i = 0; i < 8; ++i) held.push_back(allocate_floats(n + static_cast<size_t>(i) * n / 4));
+  for (int i = 0; i < 8; ++i) release_floats(held[i], n + static_cast<size_t>(i) * n / 4);
+  ASSERT_GE(allocator_stats().cached_bytes, int64_t{32} << 20);
+  set_cache_limit_bytes(int64_t{8} << 20);
+  EXPECT_LE(allocator_stats().cached_bytes, int64_t{8} << 20);
+  EXPECT_EQ(cache_limit_bytes(), int64_t{8} << 20);
+  float* p = allocate_floats(3 * n);
+  release_floats(p, 3 * n);  // 12 MiB: over the limit, so not kept
+  EXPECT_LE(allocator_stats().cached_bytes, int64_t{8} << 20);
+  set_cache_limit_bytes(INT64_MAX);
+  EXPECT_GE(cache_limit_bytes(), before);
+  EXPECT_LE(cache_limit_bytes(), std::getenv("MOSGRAD_CACHE_MB") ? INT64_MAX : int64_t{4} << 30)
+      << "never above MOSGRAD_CACHE_MB or 4 GiB";
+  set_cache_limit_bytes(before);
 }

@@ -214,7 +214,13 @@ check:
 check-lists:
 	bash tools/mutate.sh --check
 
-check-fast: test
+# The CI tiers run their tests as shards side by side (tools/run_shards.sh: each test once, each
+# shard on its own part and temporary folder): most tests use one core, so one shard per core
+# keeps both busy.
+SHARDS ?= $(JOBS)
+check-fast: check-layers
+	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/run_tests
+	$(TEST_ENV) bash tools/run_shards.sh $(SHARDS) ./$(RELEASE)/run_tests --gtest_filter=-$(SLOW_TESTS):$(GDB_TESTS) $(GTEST_FLAGS)
 
 check-slow:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release build/release/run_tests
@@ -249,6 +255,7 @@ check-cuda:
 # The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
 check-layers:
 	@bash tools/check_layers.sh
+	@bash tools/check_words.sh
 
 # The course kit (docs/course/README.md, tools/course.sh): `make student OUT=../course` writes the
 # student tree; `make grade` runs each task's tests in this tree and prints the points.
@@ -277,7 +284,7 @@ debug:
 asan:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 $(TEST_ENV) \
-	  ./build/asan/run_tests --gtest_filter=-$(GDB_TESTS) $(GTEST_FLAGS)
+	  bash tools/run_shards.sh $(SHARDS) ./build/asan/run_tests --gtest_filter=-$(GDB_TESTS) $(GTEST_FLAGS)
 
 # Fuzzing (tests/fuzz/targets.h): each target under libFuzzer for FUZZ_SECONDS, two at a time;
 # crashes are copied to tests/fuzz/crashes/<target>/, which make test replays. Needs clang.

@@ -6,8 +6,7 @@
 // How: σ from A itself (analysis/svd.h: Householder QR, bidiagonalisation, QL on the Golub–Kahan
 // form), accurate to ~ε·σ_max, and the standard tolerance σ_max·max(N,V)·ε.
 //
-// Why not the Gram (what `rank` did until 2026-11-25, still here for comparison and the
-// benchmark): forming A Aᵀ squares the condition number, so its eigenvalues are accurate only to
+// Why not the Gram (kept for comparison and the benchmark): forming A Aᵀ squares the condition number, so its eigenvalues are accurate only to
 // ε·λ_max and σ = sqrt(λ) to ~sqrt(ε)·σ_max; the only threshold it supports is
 // σ_max·sqrt(max(N,V)·ε) (1.5e-6·σ_max at V = 10,000), and every σ between that and the standard
 // tolerance is lost: a tiny MoS model over 3,000 contexts read 59, below the softmax bound d+2 =

@@ -148,8 +148,8 @@ if any(prec == "bf16" for (_, prec) in list(mg_all) + list(pt_all)):
             p, (flop or 0) / 1e6, f0(a), f0(b), f0(c), d_note or f0(d), r(b, a), r(b, c), r(b, d),
             f0(here / 1e9 if here else None), sh(a), sh(b), sh(c), sh(d), sh(a, ceiling)))
 elif mg:
-    # Without AVX512_BF16 the FP32 share of the ceiling alone: issue #30's figure, which this run
-    # printed nowhere on such CPUs before.
+    # Without AVX512_BF16 the FP32 share of the ceiling alone, so that such CPUs get the figure
+    # too.
     print("\nTraining tokens/s in FP32 and the share of the FP32 ceiling each reaches: tokens/s × FLOP per token ÷ the FP32 FMA peak measured right before and after this preset's mosgrad run (bench_train's fma_peak_gflops, best of its bursts; PyTorch's run of the preset follows it). No bf16 columns: this CPU has no AVX512_BF16. The last column divides mosgrad by the single peak measured at the end of the run%s instead.\n" % (
         ", %.0f GFLOP/s" % (ceiling / 1e9) if ceiling else ""))
     print("| preset | MFLOP/token | mosgrad FP32 | PyTorch FP32 | FP32 FMA peak GFLOP/s | ceiling share: mosgrad, PyTorch | mosgrad ÷ end-of-run peak |")

@@ -66,8 +66,8 @@ std::string results_precision(const std::vector<StageRecord>& records, const Rep
                               const std::string& out);
 
 // Before any work: every training line of DIR's results ran the plan's flags as they are now (a
-// plan that was resized, as the afternoon plan was on 2026-11-28, would otherwise skip its finished
-// runs and mix two model sizes in one table). Throws std::runtime_error naming DIR, the run and
+// plan whose size changed, as the afternoon plan's did when its d = 64 became the day plan, would
+// otherwise skip its finished runs and mix two model sizes in one table). Throws std::runtime_error naming DIR, the run and
 // the way on.
 void check_results_match_plan(const std::vector<StageRecord>& records, const ReproducePlan& plan,
                               const std::string& out);

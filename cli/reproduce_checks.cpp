@@ -93,10 +93,10 @@ void check_results_match_plan(const std::vector<StageRecord>& records, const Rep
     if (!is_training_stage(r.text("stage")) || r.text("command").empty()) continue;
     const std::string expected = "mosgrad " + r.text("stage") + flags + " ";
     if (r.text("command").compare(0, expected.size(), expected) == 0) continue;
-    // The one resize so far: the afternoon plan's old size lives on as the day plan.
+    // The afternoon plan's former size (d = 64) lives on as the day plan.
     const std::string way_on =
         plan.name == "afternoon"
-            ? " (the afternoon plan before 2026-11-28 is the day plan now: replace "
+            ? " (the afternoon plan's d = 64 runs are the day plan's now: replace "
               "\"plan\":\"afternoon\" by \"plan\":\"day\" in results.jsonl and use --plan day)"
             : "";
     throw std::runtime_error("--out " + out + " holds a " + r.text("stage") + " result of " +

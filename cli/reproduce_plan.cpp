@@ -76,9 +76,9 @@ ReproducePlan small_plan(const std::string& name, const std::string& description
   return p;
 }
 
-// The headline plan, sized by measurement to fit 3 hours of 2 cores of the slowest CPU our
-// sessions have had (an AVX2 AMD EPYC, Zen 3, 2026-11-28; docs/reproduction.md "Sizing the
-// afternoon plan"): the day plan's d = 64, K = 5 took about 10 hours there. Halving d also halves
+// The headline plan, sized by measurement to fit 3 hours of 2 cores of an AVX2 AMD EPYC (Zen 3),
+// the slowest CPU kind mosgrad is measured on (docs/reproduction.md "Sizing the afternoon plan"):
+// the day plan's d = 64, K = 5 takes about 10 hours there. Halving d also halves
 // the softmax bound (rank <= d + 2 = 34 against V = 10,000), so the bottleneck binds harder; K = 3
 // keeps a mixture's head (K·d·V multiply-adds a token, plus K·V exponentials) within ~2.5 times a
 // softmax run's cost.
@@ -95,17 +95,17 @@ ReproducePlan afternoon_plan() {
   return p;
 }
 
-// The afternoon plan until 2026-11-28 (its table in docs/reproduction/day.md): d = 64, where MoS
-// showed its lead from the first epoch, but about 5.7 hours of an AVX-512 Intel Xeon's 2 cores and
-// ~10 of an AVX2 AMD's, so a day, not an afternoon.
+// The afternoon plan at d = 64 (its table in docs/reproduction/day.md), where MoS shows its lead
+// from the first epoch, but about 5.7 hours of an AVX-512 Intel Xeon's 2 cores and ~10 of an AVX2
+// AMD's: a day, not an afternoon.
 ReproducePlan day_plan() {
   ReproducePlan p = small_plan(
       "day",
       "E = d = 64, LSTM [256, 256], K = 5, 12 epochs + finetune; 3 seeds of softmax and MoS, 1 of "
       "the others; 6-10 hours of 2 cores",
       "64", "256", "5", "12", 8);
-  // mos-k1 joined on 2026-11-27, after the first nine (the control for width and the latent layer:
-  // head_flags).
+  // mos-k1 last (the control for width and the latent layer: head_flags), so the first nine keep
+  // their order.
   p.runs = {{"mos", 1}, {"softmax", 1}, {"moc", 1}, {"mosig", 1},   {"sigsoftmax", 1},
             {"mos", 2}, {"softmax", 2}, {"mos", 3}, {"softmax", 3}, {"mos-k1", 1}};
   return p;

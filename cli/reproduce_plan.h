@@ -8,7 +8,7 @@
 //   afternoon  the headline table in about 3 hours of 2 cores: E = d = 32 against V = 10,000,
 //              where the bottleneck binds hard and a mixture head stays cheap; 3 seeds of softmax
 //              and MoS, 1 of the others
-//   day        the same recipe at d = 64, K = 5, 12 epochs (the afternoon plan until 2026-11-28):
+//   day        the same recipe at d = 64, K = 5, 12 epochs (the afternoon plan's former size):
 //              6-10 hours of 2 cores
 //   paper      the `mos-paper` preset and the MoS paper's recipe: for a GPU or a long CPU run
 //   ptb-1h,    the speedrun records (docs/speedrun.md): the budget preset of that name, trained,

@@ -96,11 +96,11 @@ CudaLstmSteps g_steps = CudaLstmSteps::Auto;  // cuda_lstm_set_steps
 //   T=70 B=12 in=960 H=620  2.70 ms vs 3.40 ms      T=70 B=12 in=280 H=960  5.09 vs 3.41 ms
 // Each warp re-reads all B rows of h for its weight row, so the kernel's cache traffic grows as
 // B*H*4H; by H = 960 that outweighs the launches it saves. The backward alone on an H200
-// (2026-11-26, f+b minus forward): per-unit 0.83 vs cuBLAS 0.89 ms at small's H = 400, 1.49 vs
+// (f+b minus forward): per-unit 0.83 vs cuBLAS 0.89 ms at small's H = 400, 1.49 vs
 // 1.89 ms at H = 620, 2.95 vs 1.84 ms at H = 960. The staged forward beat both at every shape
 // there (mos-paper layer 1: 1.35 ms against per-unit 2.07 and cuBLAS 1.88), so Auto's forward
 // takes it wherever it fits and the persistent loop does not. The persistent loop beat every
-// other path at every preset shape there (2026-11-26, session 13, bench/RESULTS_LSTM_CUDA.md):
+// other path at every preset shape there (bench/RESULTS_LSTM_CUDA.md):
 // mos-paper layer 1 forward 0.66 ms against staged 1.14, forward + backward 1.78 against 3.22
 // (cuBLAS backward), small-mos layer 1 0.27 / 0.70 against 0.54 / 1.15.
 constexpr int64_t kFusedStepMaxH = 768;
@@ -123,8 +123,8 @@ StepPath forward_path(int64_t B, int64_t H) {
 }
 
 // The staged backward holds dG_{t+1} [B,4H], four times h's size (B = 12, H = 960: 184 KB, one
-// block per multiprocessor), and Auto does not take it: on an H200 (2026-11-26, bench_lstm_cuda,
-// before stage_rows batched its loads) it lost to both other paths: mos-paper's layer 1 backward
+// block per multiprocessor), and Auto does not take it: on an H200 (bench_lstm_cuda, before
+// stage_rows batched its loads) it lost to both other paths: mos-paper's layer 1 backward
 // 4.1 ms against cuBLAS's 1.8 ms, small's layer 1 1.6 ms against the per-unit kernel's 0.8 ms.
 StepPath backward_path(int64_t B, int64_t H) {
   if (g_steps == CudaLstmSteps::Gemm || B > kMaxRecurrentB) return StepPath::Gemm;

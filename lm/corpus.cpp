@@ -230,8 +230,9 @@ std::string resolve_data_dir(const std::string& explicit_dir) {
   }
   std::error_code ec;
   if (dir.empty()) {
-    // data/ptb in the checkout (what `make data` fills), else the shared copy beside the checkout
-    // (../shared/data/ptb, where our machines keep it), so `make run` works on either.
+    // data/ptb in the checkout (what `make data` fills), else a data folder shared by the
+    // checkouts beside it (../shared/data/ptb), so `make run` needs no flag on a machine that keeps
+    // one copy of PTB for several checkouts.
     const fs::path own = fs::path(MOSGRAD_SOURCE_DIR) / "data" / "ptb";
     const fs::path shared = fs::path(MOSGRAD_SOURCE_DIR).parent_path() / "shared" / "data" / "ptb";
     if (!fs::exists(own, ec) && fs::exists(shared / "ptb.train.txt", ec)) return shared.string();

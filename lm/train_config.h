@@ -78,8 +78,8 @@ GemmPrecision gemm_precision_for(const std::string& precision, const std::string
 // starts; a command applies them once, with a ComputePathsScope (nn/compute_paths.h).
 ComputePaths compute_paths(const PathFlags& flags, Device device);
 
-// The named configurations of the trainer issue: tiny, small-softmax, small-mos, small-sigsoftmax,
-// small-mosig, mos-paper. Throws listing the names for an unknown one.
+// The named configurations (`mosgrad presets`, docs/training.md; the speedrun budgets ptb-1h and
+// ptb-3h in docs/speedrun.md). Throws listing the names for an unknown one.
 TrainConfig preset_config(const std::string& name);
 std::vector<std::string> preset_names();
 

@@ -91,8 +91,8 @@ enum class GemmPrecision { kFp32, kBf16 };
 const char* gemm_bf16_kernel_name();
 // Whether that kernel multiplies faster than the FP32 one on this CPU: on AMD, whose VDPBF16PS
 // does twice the FP32 FMA's multiply-adds per cycle (Zen 5: GEMMs 1.8-2.0x, training 1.3-1.7x
-// faster, bench/RESULTS.md of 2026-11-24); not on Intel, where AVX512_BF16 ran at about half
-// the FP32 kernel's rate (Emerald Rapids, 2026-11-26: 1024^3 on one thread 72.7 against 134.0
+// faster, bench/RESULTS.md); not on Intel, where AVX512_BF16 ran at about half
+// the FP32 kernel's rate (Emerald Rapids: 1024^3 on one thread 72.7 against 134.0
 // GFLOP/s; small-mos trained at 0.38x) and bf16's fast path is AMX. `reproduce`'s "auto"
 // precision asks this; `--precision bf16` still runs, and train says it is slower.
 bool gemm_bf16_faster_than_fp32();

@@ -35,7 +35,7 @@ GemmKernel gemm_default_kernel();             // what kAuto resolves to on this 
 // apart, instead of packing it (gemm.cpp's run_block). The products and their order are the same
 // either way, so are the bits; only the speed differs, and by CPU maker. kAuto reads in place on
 // AMD CPUs only: on Zen (4, 5) it paid (the LSTM step 20 x 400 x 1600 ran at 65-70% of peak
-// packed, 85-90% in place); on an Intel Xeon (Emerald Rapids, 2026-11-26, bench notes in
+// packed, 85-90% in place); on an Intel Xeon (Emerald Rapids; bench notes in
 // docs/performance.md) packing was faster on every shape tried, 1.2-2.7x (256 x 3072 x 512 one
 // thread: 46 in place, 141 GFLOP/s packed; the head's d W, 201 x 10000 x 3500 on two threads:
 // 76-152 against 228-270). Tests force each mode to compare them. Set it before GEMMs run.

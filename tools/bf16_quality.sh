@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Does bf16 cost quality? (issue #12: not part of `make test`, it trains for minutes.)
+# Does bf16 cost quality? (Not part of `make test`: it trains for minutes.)
 # Trains small-softmax and small-mos for the same number of steps in --precision fp32 and bf16, same
 # seeds and data, validates each on all of PTB valid, and checks that the two precisions' mean best
 # validation perplexities (over the seeds) are within 1% of each other (exit status 1 when not).

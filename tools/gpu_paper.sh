@@ -3,7 +3,7 @@
 # (docs/reproduction.md, "The `paper` plan on a lent GPU"): `mosgrad reproduce --plan paper --runs $RUN
 # --device cuda` under a time budget, stopped by SIGINT (its checkpoint saved, so a later call with the
 # same PAPER_DIR continues it), then the small files copied to DEST and the validation perplexity
-# per epoch printed beside the MoS reference's (zihangdai/mos issue 12: valid 65.3 near epoch 97).
+# per epoch printed beside the MoS reference's (github.com/zihangdai/mos/issues/12: valid 65.3 near epoch 97).
 # The checkpoint (~180 MB for mos-paper) stays in PAPER_DIR: a lent machine returns at most 64 MiB.
 # Relative paths below are taken from the checkout's root (the script cds there).
 #   RUN        the plan's run (default mos-s1; softmax-s1 is the other). Two runs at once need two

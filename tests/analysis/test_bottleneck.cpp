@@ -1,6 +1,6 @@
 // The softmax bottleneck instruments: the double-precision head (analysis/head_double.h) agrees
-// with the float heads, and bottleneck-demo (analysis/bottleneck_demo.h) shows what the issue
-// promises: MoS ends closer to a high-rank truth than Softmax and MoC at equal d, and Softmax / MoC
+// with the float heads, and bottleneck-demo (analysis/bottleneck_demo.h) shows what the softmax
+// bottleneck predicts: MoS ends closer to a high-rank truth than Softmax and MoC at equal d, and Softmax / MoC
 // never exceed d+2.
 #include <gtest/gtest.h>
 

@@ -88,7 +88,7 @@ TEST(Reproduce, BadRequestsAndDamagedFilesAreClearErrors) {
   std::string what = message(line + "\"stage\":\"rank\",\"precision\":\"fp32\"}\n");
   EXPECT_NE(what.find("has later stages of softmax-s1 but not 'pointer'"), std::string::npos)
       << what;
-  // A plan resized since its lines were written (the afternoon plan before 2026-11-28, now the day
+  // A plan resized since its lines were written (as the afternoon plan's d = 64 became the day
   // plan): its finished runs would be skipped and two sizes mixed in one table.
   what = message(line +
                  "\"stage\":\"train\",\"precision\":\"fp32\",\"command\":\"mosgrad train --preset "

@@ -37,7 +37,7 @@ TEST(ReproducePlan, EachHeadIsItsOwnFlagAndMosK1IsMosWithOneComponent) {
     EXPECT_EQ(reproduce_plan(plan).runs.back().name(), "mos-k1-s1") << plan;
 }
 
-// The minimum for the headline plan: every head, 3 seeds of softmax and MoS, 1 of the
+// What the headline table needs: every head, 3 seeds of softmax and MoS, 1 of the
 // others, every stage; the same flags for every head; and the sizes that fit 3 hours of 2 cores
 // (docs/reproduction.md, "Sizing the afternoon plan").
 TEST(ReproducePlan, TheAfternoonPlanHasEveryHeadAndTheSeedsTheTableNeeds) {

@@ -162,7 +162,8 @@ TEST(CudaModel, TwoHundredTinyStepsFollowTheCpuLossTrajectory) {
     ASSERT_EQ(on_cpu.size(), static_cast<size_t>(steps));
     ASSERT_EQ(on_gpu.size(), on_cpu.size());
     double worst = 0;
-    // lr 2: measured 1.4e-6 on an H100, so 1e-5 catches a real regression; lr 20: the 1e-3.
+    // lr 2: 1.4e-6 measured on an H100, so 1e-5 catches a real regression; lr 20, where float
+    // rounding grows through MoS's trajectory (docs/gpu.md): 1e-3.
     const double tolerance = lr < 5 ? 1e-5 : 1e-3;
     for (size_t i = 0; i < on_cpu.size(); ++i) {
       EXPECT_NEAR(on_gpu[i], on_cpu[i], tolerance) << "lr " << lr << ", step " << i + 1;

@@ -17,7 +17,7 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-// The case, bigger: an untied two-layer model whose weights alone need ~0.5 TB.
+// An untied two-layer model whose weights alone need ~0.5 TB.
 TrainConfig huge_config() {
   TrainConfig c = preset_config("tiny");
   c.model.tied = false, c.model.nlayers = 2, c.model.nhid = 60000, c.model.nhidlast = 60000;

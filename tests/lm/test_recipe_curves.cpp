@@ -55,7 +55,7 @@ Curve run_head(const Corpus& corpus, const std::string& head) {
   return c;
 }
 
-// Recorded on 2026-11-25 (AMD EPYC, AVX2 kernels; the ASan build gives the same to 1e-6).
+// Recorded with the AVX2 kernels (an AMD EPYC; the ASan build gives the same to 1e-6).
 const std::map<std::string, Curve>& recorded() {
   static const std::map<std::string, Curve> curves = {
       {"moc",

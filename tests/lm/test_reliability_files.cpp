@@ -1,5 +1,5 @@
-// Reliability, round two (issue 27): what the second outside probe found, one test per class, each
-// failing on the code before the fix. "The same file" is decided by the file; best.ckpt is only
+// Files a careless or hostile user can hand mosgrad, one test per class of failure, each failing
+// without the check it guards. "The same file" is decided by the file; best.ckpt is only
 // replaced by a better model for the same words; metrics.jsonl holds whole lines of one history and
 // is never written through a symlink; no targets is an error, not perplexity 1; a crafted state
 // field is named in the error.

@@ -23,7 +23,7 @@ const mgtest::Fixtures& fx() {
 }
 
 // float32 forward/backward against float64 references: 1e-5 relative is reachable for single
-// layers; whole models chain ~20 ops, so they get 1e-4 (the bound).
+// layers; whole models chain ~20 ops, so they get 1e-4.
 constexpr double kRtol = 1e-5, kAtol = 1e-6, kModelRtol = 1e-4, kModelAtol = 1e-6;
 
 // Gradients through logits of magnitude ~200 ("_extreme" heads) carry float32 rounding of the

@@ -306,11 +306,12 @@ fuzz-seeds:
 	$(CXX) build/release/tests/fuzz/make_seeds.o build/release/tests/fuzz/model_seeds.o build/release/tests/fuzz/crash_builders.o build/release/libmosgrad.a -o build/release/make_seeds -fopenmp
 	./build/release/make_seeds
 
-# The main job: train small-mos on PTB with a live progress bar (ARGS passes more flags, e.g.
+# The main job: the one-hour speedrun preset on PTB (docs/speedrun.md) with a live progress bar,
+# ending with the best model's test perplexity (ARGS passes more flags, e.g.
 # make run ARGS="--max-minutes 15 --save runs/mos15").
 run:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=release $(RELEASE)/mosgrad
-	./$(RELEASE)/mosgrad train --preset small-mos $(ARGS)
+	./$(RELEASE)/mosgrad train --preset ptb-1h $(ARGS)
 
 # Penn Treebank (Mikolov's preprocessing) into data/ptb/, for machines with internet. Checked
 # against the MD5 sums of the files every paper uses.

@@ -22,6 +22,7 @@
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/train_state.h"
+#include "tests/fuzz/model_seeds.h"
 #include "tests/test_util.h"
 
 namespace fs = std::filesystem;
@@ -30,18 +31,14 @@ using mg::io_fault::Scope;
 
 namespace {
 
+// The fuzz targets' small MoS run (tests/fuzz/model_seeds.h): a 5-word vocabulary, saved in
+// milliseconds, so every operation of its saves can fail in turn.
 mg::TrainConfig tiny_config() {
-  mg::TrainConfig c = mg::preset_config("tiny");
-  c.model.ntoken = 5, c.model.emsize = 3, c.model.nhid = 4, c.model.nhidlast = 3;
-  c.model.nlayers = 2, c.model.n_experts = 2, c.model.head = mg::HeadKind::MoS, c.model.tied = true;
-  c.batch_size = 2;
-  return c;
+  return mgfuzz::fuzz_state_config();
 }
 
 mg::Vocab tiny_vocab() {
-  mg::Vocab v;
-  for (const char* w : {"<eos>", "the", "cat", "<unk>", "sat"}) v.add(w);
-  return v;
+  return mgfuzz::fuzz_state_corpus().vocab;
 }
 
 // The training state a run of model seed `seed` at step `step` saves.

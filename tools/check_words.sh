@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The software speaks of the software: code, tests, scripts and the Makefile describe what the
-# program does and why, never who built it, in which session, for which issue or on whose machine;
-# history lives in git, measured figures in the files programs write (bench/RESULTS*.md,
-# `reproduce --report`). `make test` runs this after the layer check; it prints every line that
-# tells history, with its file and line, and exits 1.
+# The software speaks of the software: code, tests, scripts, the Makefile, the README and the docs
+# describe what the program does and why, never who built it, in which session, for which issue or
+# on whose machine; history lives in git, measured figures in the files programs write and stamp
+# with their machine, date and commit (bench/RESULTS*.md, docs/reproduction/day.md, the reports
+# under docs/speedrun/ and docs/testing/), which this does not check. `make test` runs this after the
+# layer check; it prints every line that tells history, with its file and line, and exits 1.
 #
-#   bash tools/check_words.sh [FILE...]    (default: every tracked source, test, script, Makefile)
+#   bash tools/check_words.sh [FILE...]    (default: every tracked source, test, script, Makefile,
+#                                           README and docs page)
 #
 # What counts: "session N", this/last/next/our session(s), our machine(s)/team, a teammate, "the
 # issue" or "issue #N", and a calendar date (a commit-visible diary entry). A gdb session is a
@@ -18,8 +20,10 @@ if [ $# -eq 0 ]; then
     echo "check_words: not a git checkout (a student tree?): nothing to check"
     exit 0
   fi
-  mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh' '*.sh' '*.py' 'Makefile' \
-                         ':!:tests/fuzz/corpus/*' ':!:tests/fuzz/crashes/*' ':!:tools/check_words.sh')
+  mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh' '*.sh' '*.py' 'Makefile' '*.md' \
+                         ':!:tests/fuzz/corpus/*' ':!:tests/fuzz/crashes/*' ':!:tools/check_words.sh' \
+                         ':!:docs/reproduction/day.md' ':!:docs/speedrun/*' ':!:docs/testing/*' \
+                         ':!:bench/RESULTS*.md')
 else
   files=("$@")
 fi

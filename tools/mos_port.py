@@ -39,7 +39,7 @@ Differences from the reference code (all that are known):
    accumulation), no DataParallel, no checkpoint/resume (--continue_train), no AWD-LSTM --when
    (lr / 10 at given epochs), no dynamic evaluation. A non-finite training loss stops the run.
  - Process setup (speed only): the script re-executes itself once with glibc malloc keeping freed
-   memory, OMP/OpenBLAS threads = --threads and OMP_WAIT_POLICY=PASSIVE (see _tune_process_env).
+   memory, OMP/OpenBLAS threads = --threads and OMP_WAIT_POLICY=PASSIVE (tools/mos_port_env.py).
    Debian's python3-torch (1.13) calls the system libblas.so.3: with the reference BLAS
    (netlib) a GEMM ran at 2.8 GFLOP/s; install libopenblas0-pthread (the run prints its BLAS).
  - Corpus: as the references (every line + <eos>, vocabulary in order of first appearance over
@@ -68,36 +68,17 @@ import sys
 import time
 
 
-def _tune_process_env():
-    """Before torch is loaded: re-execute this script once with glibc malloc keeping its memory
-    (MALLOC_MMAP_MAX_=0, MALLOC_TRIM_THRESHOLD_ huge), the BLAS/OpenMP pools at --threads and
-    OMP_WAIT_POLICY=PASSIVE (any of them already set is kept). Without the malloc settings every
-    large tensor is a fresh mmap whose first touch page-faults, which on a 2-core AMD EPYC made
-    elementwise ops ~20x slower (a [1400,10000] exp: 300 ms against 13 ms); with torch's OpenMP
-    threads spinning beside OpenBLAS's, a small-mos step at 2 threads on a busy machine took
-    ~3x longer than with passive waits."""
-    if os.environ.get("MOS_PORT_ENV") or __name__ != "__main__":
-        return
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--threads", type=int, default=0)
-    threads = pre.parse_known_args()[0].threads
-    env = dict(os.environ, MOS_PORT_ENV="1")
-    env.setdefault("MALLOC_MMAP_MAX_", "0")
-    env.setdefault("MALLOC_TRIM_THRESHOLD_", str(1 << 40))
-    env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # OpenMP and OpenBLAS pools share the cores
-    if threads > 0:
-        for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.setdefault(k, str(threads))
-    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+sys.dont_write_bytecode = True  # no tools/__pycache__ in the work tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mos_port_env import blas_library, cpu_name, source_commit, tune_process_env  # noqa: E402
 
-
-_tune_process_env()
+if __name__ == "__main__":
+    tune_process_env()  # before torch is loaded: may re-execute this script
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-sys.dont_write_bytecode = True  # no tools/__pycache__ in the work tree
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mos_port_data import batchify, detach, evaluate, get_batch, read_corpus  # noqa: E402
 from mos_port_model import MoSModel  # noqa: E402
 
 
@@ -170,59 +151,6 @@ def parse_args(argv=None):
 
 
 # ------------------------------------------------------------------------------------------------
-# Data (AWD-LSTM / MoS data.py and utils.py)
-# ------------------------------------------------------------------------------------------------
-
-def corpus_files(d):
-    for pat in ("ptb.{}.txt", "{}.txt", "wiki.{}.tokens"):
-        files = [os.path.join(d, pat.format(s)) for s in ("train", "valid", "test")]
-        if all(os.path.exists(f) for f in files):
-            return files
-    sys.exit(f"no ptb.train.txt / train.txt / wiki.train.tokens (and valid, test) in {d}")
-
-
-def read_corpus(d):
-    word2idx, idx2word, splits = {}, [], []
-    for path in corpus_files(d):
-        ids = []
-        with open(path, encoding="utf-8") as f:
-            for line in f:
-                for w in line.split() + ["<eos>"]:
-                    if w not in word2idx:
-                        word2idx[w] = len(idx2word)
-                        idx2word.append(w)
-                    ids.append(word2idx[w])
-        splits.append(torch.tensor(ids, dtype=torch.long))
-    return idx2word, splits
-
-
-def batchify(data, bsz):
-    """[n] -> [n//bsz, bsz]: column b is the b-th contiguous stretch of the text."""
-    nbatch = data.size(0) // bsz
-    return data[: nbatch * bsz].view(bsz, -1).t().contiguous()
-
-
-def get_batch(source, i, seq_len):
-    seq_len = min(seq_len, len(source) - 1 - i)
-    return source[i:i + seq_len], source[i + 1:i + 1 + seq_len]
-
-
-def blas_library():
-    """The BLAS torch's GEMMs run on (Debian's torch uses the system libblas.so.3: the reference
-    BLAS is ~10x slower than OpenBLAS; `apt-get install libopenblas0-pthread` switches it)."""
-    try:
-        with open("/proc/self/maps") as f:
-            libs = {line.split()[-1] for line in f if "blas" in line.lower() or "mkl" in line}
-        return ", ".join(sorted(os.path.realpath(p) for p in libs)) or "unknown"
-    except OSError:
-        return "unknown"
-
-
-def detach(hidden):
-    return [(h.detach(), c.detach()) for h, c in hidden]
-
-
-# ------------------------------------------------------------------------------------------------
 # Training
 # ------------------------------------------------------------------------------------------------
 
@@ -254,20 +182,6 @@ class Run:
 
 def is_asgd(opt):
     return isinstance(opt, torch.optim.ASGD)
-
-
-def evaluate(model, source, bptt, bsz):
-    """Mean NLL per target, hidden state carried across segments, every target counted once."""
-    model.eval()
-    hidden = model.init_hidden(bsz)
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for i in range(0, source.size(0) - 1, bptt):
-            x, y = get_batch(source, i, bptt)
-            _, nll, _, _, hidden = model(x, hidden, y)
-            total += nll.sum().item()
-            count += nll.numel()
-    return total / count
 
 
 class AveragedWeights:
@@ -446,7 +360,9 @@ def main():
                               if "openblas" not in blas and "mkl" not in blas else ""))
     run = Run(a)
     run.record({"kind": "start", "args": vars(a), "parameters": nparams, "blas": blas,
-                "threads": torch.get_num_threads(), "torch": torch.__version__})
+                "threads": torch.get_num_threads(), "torch": torch.__version__,
+                "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cpu": cpu_name(),
+                "commit": source_commit(), "command": " ".join(["tools/mos_port.py"] + sys.argv[1:])})
 
     if a.optimizer == "sgd":
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, weight_decay=a.wdecay)

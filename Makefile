@@ -11,7 +11,7 @@
 #                     mpi-check     data parallel under Open MPI gives the bits of one process
 #                     asan          the whole suite under Address + UndefinedBehavior sanitizers
 #                     check-cuda    the CUDA backend compiles and links; its no-GPU paths
-#   make check-layers  fail if a folder includes a higher one (tools/check_layers.sh)
+#   make check-layers  the layer order, words about history and file sizes (tools/check_*.sh)
 #   make debug      -O0 -g, no OpenMP: for stepping through a backward pass in gdb (build/debug/)
 #   make fuzz       libFuzzer on the file readers and the flag parser (clang; FUZZ_SECONDS per target)
 #   make bench      benchmarks (bench/), side by side with PyTorch when it is installed, and the
@@ -33,7 +33,7 @@ ARCH     ?= -march=native
 # A CUDA build compiles every file with -DMOSGRAD_CUDA, so it gets its own folder (build/release-cuda).
 PLAIN_BUILD := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)
 BUILD    := $(PLAIN_BUILD)$(if $(filter 1,$(MPI)),-mpi)
-# Where the objects go. Only dist/processes.cpp uses MPI, so an MPI=1 build compiles that one file
+# Where the objects go. Only mpi/processes.cpp uses MPI, so an MPI=1 build compiles that one file
 # into build/<mode>-mpi and takes every other object from the plain build beside it.
 OBJ      := $(if $(filter 1,$(MPI)),$(PLAIN_BUILD),$(BUILD))
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
@@ -63,11 +63,12 @@ endif
 LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 
 # The library is every layer (tools/check_layers.sh) but the program's main, cli/mosgrad.cpp.
-LIB_SRCS  := $(wildcard dist/*.cpp tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp) \
+LIB_SRCS  := $(wildcard mpi/*.cpp tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp \
+                        reproduce/*.cpp) \
              $(filter-out cli/mosgrad.cpp,$(wildcard cli/*.cpp))
 # The tests mirror the source folders (tests/tensor/ checks tensor/, ...); tests/docs/ checks the
 # docs' commands and gdb sessions, tests/fuzz/ replays the fuzzers' findings.
-TEST_DIRS := cuda tensor autograd nn io lm analysis cli tools docs
+TEST_DIRS := cuda tensor autograd nn io lm analysis reproduce cli tools docs
 TEST_SRCS := $(wildcard tests/*.cpp $(TEST_DIRS:%=tests/%/*.cpp)) tests/fuzz/test_fuzz_replay.cpp \
              tests/fuzz/targets.cpp tests/fuzz/model_seeds.cpp tests/fuzz/crash_builders.cpp
 # The tests the course's tasks name (docs/course/tasks.txt), with the helpers they share: `make
@@ -79,12 +80,15 @@ GRADE_TEST_SRCS := tests/test_util.cpp tests/test_trainer_util.cpp tests/tensor/
              tests/autograd/test_ops_gradcheck.cpp tests/nn/test_nn_layers.cpp \
              tests/nn/test_layers_fixtures.cpp tests/nn/test_heads.cpp tests/lm/test_train_step.cpp \
              tests/lm/test_recipe.cpp tests/analysis/test_svd.cpp tests/analysis/test_rank.cpp
+# The GPU tests alone (build/<mode>-cuda/cuda_tests): what CI's CUDA tier links and runs without a
+# GPU, instead of compiling the whole suite a second time with -DMOSGRAD_CUDA.
+CUDA_TEST_SRCS := tests/test_util.cpp tests/test_trainer_util.cpp $(wildcard tests/cuda/*.cpp)
 TOOL_SRCS := $(wildcard cli/mosgrad.cpp)  # the mosgrad program's main
 BENCH_SRCS:= $(wildcard bench/*.cpp)
 
 LIB_OBJS  := $(LIB_SRCS:%.cpp=$(OBJ)/%.o)
 ifeq ($(MPI),1)
-  LIB_OBJS := $(filter-out $(OBJ)/dist/processes.o,$(LIB_OBJS)) $(BUILD)/dist/processes.o
+  LIB_OBJS := $(filter-out $(OBJ)/mpi/processes.o,$(LIB_OBJS)) $(BUILD)/mpi/processes.o
 endif
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(OBJ)/%.o)
 LIB       := $(BUILD)/libmosgrad.a
@@ -109,12 +113,12 @@ ifeq ($(CUDA),1)
 endif
 
 # MPI=1: Open MPI's compiler wrapper (Debian: apt-get install libopenmpi-dev openmpi-bin) compiles
-# dist/processes.cpp and links the programs; every other object is the plain build's (OBJ above).
+# mpi/processes.cpp and links the programs; every other object is the plain build's (OBJ above).
 MPICXX   ?= mpicxx
 ifeq ($(MPI),1)
   LINK     := $(MPICXX)
-$(BUILD)/dist/processes.o: CXX := $(MPICXX)
-$(BUILD)/dist/processes.o: CXXFLAGS += -DMOSGRAD_MPI -DOMPI_SKIP_MPICXX=1
+$(BUILD)/mpi/processes.o: CXX := $(MPICXX)
+$(BUILD)/mpi/processes.o: CXXFLAGS += -DMOSGRAD_MPI -DOMPI_SKIP_MPICXX=1
 else
   LINK     := $(CXX)
 endif
@@ -140,7 +144,7 @@ $(OBJ)/%.o: %.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/dist/processes.o: dist/processes.cpp
+$(BUILD)/mpi/processes.o: mpi/processes.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
@@ -167,6 +171,9 @@ $(TESTS): $(TEST_OBJS) $(LIB_OBJS)
 $(GRADE_TESTS): $(GRADE_TEST_SRCS:%.cpp=$(OBJ)/%.o) $(LIB_OBJS)
 	$(LINK) $(LIB_OBJS) $(GRADE_TEST_SRCS:%.cpp=$(OBJ)/%.o) -o $@ $(LDFLAGS) -lgtest -lgtest_main -pthread
 
+$(BUILD)/cuda_tests: $(CUDA_TEST_SRCS:%.cpp=$(OBJ)/%.o) $(LIB_OBJS)
+	$(LINK) $(LIB_OBJS) $(CUDA_TEST_SRCS:%.cpp=$(OBJ)/%.o) -o $@ $(LDFLAGS) -lgtest -lgtest_main -pthread
+
 $(MOSGRAD): $(TOOL_SRCS:%.cpp=$(OBJ)/%.o) $(LIB)
 	$(LINK) $^ -o $@ $(LDFLAGS)
 
@@ -180,9 +187,10 @@ bench:
 	bash bench/run.sh
 
 # The suite's tiers (docs/testing.md). One binary holds every test; the tiers are filters of it.
-# SLOW_TESTS train on PTB or run whole plans (seconds each alone, minutes on a busy machine);
+# SLOW_TESTS train on PTB or run whole plans (seconds each alone, minutes on a busy machine or
+# under the sanitizers), longest first: the sanitizer tier's queue starts them in this order;
 # GDB_TESTS drive gdb over the debug programs (build/debug/), which only check-gdb builds.
-SLOW_TESTS := Trainer.TinyPresetLearnsPennTreebank:RecipeCurves.*:Reproduce.*:Schedule.ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact:MemoryEstimate.BoundsThePeakRssOfTwoPresets
+SLOW_TESTS := Trainer.TinyPresetLearnsPennTreebank:Reproduce.*:Schedule.ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact:RecipeCurves.*:MemoryEstimate.BoundsThePeakRssOfTwoPresets
 GDB_TESTS  := GdbPrinters.*:GdbWalkthrough.*
 RELEASE    := build/release$(if $(filter 1,$(CUDA)),-cuda)
 # OpenMP threads that spin while they wait turn a busy machine's minutes into tens of minutes; the
@@ -197,14 +205,16 @@ test: check-layers
 
 # make check: everything CI runs, one tier after another (never two at once: the tiers' OpenMP
 # threads would fight for the cores), cheapest first, so a broken change fails in minutes. Each
-# tier's wall time is printed as it ends, and all of them at the end.
+# tier's wall time is printed as it ends (with the CPU time its processes used: well under twice
+# the wall time on 2 cores means a core waited), and all of them at the end.
 CHECK_TIERS := check-lists check-fast check-slow check-gdb check-course mpi-check asan check-cuda
 check:
-	@rm -f build/check-times.txt; mkdir -p build; \
+	@rm -f build/check-times.txt; mkdir -p build; hz=$$(getconf CLK_TCK); \
 	for tier in $(CHECK_TIERS); do \
-	  start=$$(date +%s); \
+	  start=$$(date +%s); cpu0=$$(awk '{print $$16 + $$17}' /proc/$$$$/stat); \
 	  $(MAKE) --no-print-directory $$tier || { echo "make check: $$tier FAILED" >&2; exit 1; }; \
-	  echo "make check: $$tier passed in $$(( $$(date +%s) - start )) s" | tee -a build/check-times.txt; \
+	  cpu=$$(( ($$(awk '{print $$16 + $$17}' /proc/$$$$/stat) - cpu0) / hz )); \
+	  echo "make check: $$tier passed (CPU $$cpu s) in $$(( $$(date +%s) - start )) s" | tee -a build/check-times.txt; \
 	done; \
 	echo "make check: every tier passed ($$(awk '{s += $$(NF - 1)} END {print s}' build/check-times.txt) s)"; \
 	cat build/check-times.txt
@@ -214,8 +224,8 @@ check:
 check-lists:
 	bash tools/mutate.sh --check
 
-# The CI tiers run their tests as shards side by side (tools/run_shards.sh: each test once, each
-# shard on its own part and temporary folder): most tests use one core, so one shard per core
+# The CI tiers run their tests on one worker per core side by side (tools/run_shards.sh: each test
+# once, from a queue, each item with its own temporary folder): most tests use one core, so this
 # keeps both busy.
 SHARDS ?= $(JOBS)
 check-fast: check-layers
@@ -245,17 +255,20 @@ check-course:
 
 # The CUDA backend compiles and links (CI has nvcc and cuBLAS but no GPU); the GPU tests then
 # check what a machine without a GPU does. The CPU suite it shares is the fast and slow tiers'
-# (tools/gpu_check.sh runs the GPU tests on a GPU).
+# (tools/gpu_check.sh builds the whole suite with CUDA=1 and runs it on a GPU).
 check-cuda:
 	@if [ -x $(NVCC) ]; then \
-	  $(MAKE) --no-print-directory -j$(JOBS) MODE=release CUDA=1 build/release-cuda/run_tests build/release-cuda/mosgrad && \
-	  $(TEST_ENV) ./build/release-cuda/run_tests --gtest_filter='Cuda*'; \
+	  $(MAKE) --no-print-directory -j$(JOBS) MODE=release CUDA=1 build/release-cuda/cuda_tests build/release-cuda/mosgrad && \
+	  $(TEST_ENV) ./build/release-cuda/cuda_tests; \
 	else echo "check-cuda: $(NVCC) not found: the CUDA build was not checked" >&2; exit 1; fi
 
-# The folders are layers: each may include only its own and lower ones (tools/check_layers.sh).
+# The folders are layers: each may include only its own and lower ones (tools/check_layers.sh);
+# sources and docs speak of the software, not its history (tools/check_words.sh); files stay short
+# enough to read (tools/check_sizes.sh).
 check-layers:
 	@bash tools/check_layers.sh
 	@bash tools/check_words.sh
+	@bash tools/check_sizes.sh
 
 # The course kit (docs/course/README.md, tools/course.sh): `make student OUT=../course` writes the
 # student tree; `make grade` runs each task's tests in this tree and prints the points.
@@ -284,7 +297,7 @@ debug:
 asan:
 	@$(MAKE) --no-print-directory -j$(JOBS) MODE=asan build/asan/run_tests
 	ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 UBSAN_OPTIONS=print_stacktrace=1 $(TEST_ENV) \
-	  bash tools/run_shards.sh $(SHARDS) ./build/asan/run_tests --gtest_filter=-$(GDB_TESTS) $(GTEST_FLAGS)
+	  bash tools/run_shards.sh --first '$(SLOW_TESTS)' $(SHARDS) ./build/asan/run_tests --gtest_filter=-$(GDB_TESTS) $(GTEST_FLAGS)
 
 # Fuzzing (tests/fuzz/targets.h): each target under libFuzzer for FUZZ_SECONDS, two at a time;
 # crashes are copied to tests/fuzz/crashes/<target>/, which make test replays. Needs clang.

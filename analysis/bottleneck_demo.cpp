@@ -6,6 +6,7 @@
 
 #include "analysis/head_double.h"
 #include "analysis/spectrum.h"
+#include "analysis/svd.h"
 #include "autograd/node.h"
 #include "autograd/ops.h"
 #include "io/strf.h"

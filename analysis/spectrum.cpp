@@ -6,7 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "analysis/svd.h"
 #include "tensor/gemm_f64.h"
 #include "tensor/not_implemented.h"
 
@@ -192,18 +191,6 @@ Spectrum spectrum_from_singular_values(std::vector<double> sigma, int64_t N, int
   s.rank = std::count_if(s.sigma.begin(), s.sigma.end(), [&](double v) { return v > s.threshold; });
   return s;
   // END TASK 8.1
-}
-
-Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V) {
-  if (static_cast<int64_t>(a.size()) != N * V)
-    throw std::invalid_argument("singular_values: matrix has " + std::to_string(a.size()) +
-                                " values, expected " + std::to_string(N) + "x" + std::to_string(V));
-  if (N <= V)  // a row-major [N,V] is Aᵀ column-major: tall V x N
-    return spectrum_from_singular_values(singular_values_tall(a, V, N), N, V);
-  std::vector<double> col(a.size());  // A column-major: tall N x V
-  for (int64_t i = 0; i < N; ++i)
-    for (int64_t j = 0; j < V; ++j) col[j * N + i] = a[i * V + j];
-  return spectrum_from_singular_values(singular_values_tall(std::move(col), N, V), N, V);
 }
 
 }  // namespace mg

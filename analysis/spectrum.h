@@ -57,7 +57,4 @@ Spectrum spectrum_from_gram_eigenvalues(std::vector<double> lambda, int64_t N, i
 // MoS paper's rank table is comparable to).
 Spectrum spectrum_from_singular_values(std::vector<double> sigma, int64_t N, int64_t V);
 
-// The whole path for a matrix held in memory: a [N,V] row-major; σ from A itself (analysis/svd.h).
-Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V);
-
 }  // namespace mg

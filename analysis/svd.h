@@ -21,6 +21,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "analysis/spectrum.h"
+
 namespace mg {
 
 // Singular values, descending, of the m×n matrix a (column-major, m ≥ n; overwritten).
@@ -50,5 +52,9 @@ class TallQR {
 void householder_qr(std::vector<double>& a, int64_t m, int64_t n);
 std::vector<double> bidiagonal_singular_values(const std::vector<double>& d,
                                                const std::vector<double>& e);
+
+// The whole path for a matrix held in memory: a [N,V] row-major; σ from A itself
+// (singular_values_tall), its numerical rank at spectrum_from_singular_values's tolerance.
+Spectrum singular_values(const std::vector<double>& a, int64_t N, int64_t V);
 
 }  // namespace mg

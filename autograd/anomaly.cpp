@@ -4,26 +4,11 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "autograd/node.h"
-
 namespace mg {
 
 namespace {
 thread_local bool g_anomaly = false;
 thread_local std::vector<std::string> g_scopes;
-
-// The first non-finite value of t, as its row-major index; -1 when every value is finite. A copy to
-// the CPU (to_vector) keeps this one loop for views, strides and CUDA tensors alike.
-int64_t first_non_finite(const Tensor& t, float* value) {
-  if (!t.defined()) return -1;
-  const std::vector<float> v = t.to_vector();
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!std::isfinite(v[i])) {
-      *value = v[i];
-      return static_cast<int64_t>(i);
-    }
-  return -1;
-}
 
 // Row-major flat index -> "[i,j,k]", so the message points at the element.
 std::string index_str(int64_t flat, const Shape& shape) {
@@ -41,29 +26,24 @@ std::string what_value(float v) {
   return std::isnan(v) ? "NaN" : (v > 0 ? "+Inf" : "-Inf");
 }
 
-// "input 0 encoder.weight [50,16] (already non-finite), input 1 [5,2]"
-std::string inputs_str(const std::vector<Tensor>& inputs) {
-  std::string s;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const Tensor& in = inputs[i];
-    if (!in.defined()) continue;
-    float ignored = 0;
-    s += (s.empty() ? "" : ", ") + std::string("input ") + std::to_string(i) + " ";
-    if (!in.name().empty()) s += in.name() + " ";
-    s += shape_str(in.shape());
-    if (in.grad_fn())
-      s += " (from " + in.grad_fn()->op + " #" + std::to_string(in.grad_fn()->id) + ")";
-    if (first_non_finite(in, &ignored) >= 0) s += " (already non-finite)";
-  }
-  return s.empty() ? "none" : s;
-}
-
 std::string where(uint64_t node_id, const std::string& context) {
   std::string s =
       node_id ? "node #" + std::to_string(node_id) : "not recorded: no input needs grad";
   return s + ", made in " + (context.empty() ? "(no module scope)" : context);
 }
 }  // namespace
+
+// A copy to the CPU (to_vector) keeps this one loop for views, strides and CUDA tensors alike.
+int64_t first_non_finite(const Tensor& t, float* value) {
+  if (!t.defined()) return -1;
+  const std::vector<float> v = t.to_vector();
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isfinite(v[i])) {
+      *value = v[i];
+      return static_cast<int64_t>(i);
+    }
+  return -1;
+}
 
 bool anomaly_enabled() {
   return g_anomaly;
@@ -99,24 +79,24 @@ std::string anomaly_context() {
 }
 
 void check_forward(const std::string& op, uint64_t node_id, const std::string& context,
-                   const Tensor& out, const std::vector<Tensor>& inputs) {
+                   const Tensor& out, const DescribeInputs& inputs) {
   float v = 0;
   const int64_t at = first_non_finite(out, &v);
   if (at < 0) return;
   std::ostringstream os;
   os << "anomaly: the forward of '" << op << "' (" << where(node_id, context) << ") produced "
      << what_value(v) << " at " << index_str(at, out.shape()) << " of its output "
-     << shape_str(out.shape()) << "; inputs: " << inputs_str(inputs);
+     << shape_str(out.shape()) << "; inputs: " << inputs();
   throw std::runtime_error(os.str());
 }
 
-void check_backward(const Node& node, const Tensor& grad_output,
+void check_backward(const BackwardSite& node, const Tensor& grad_output,
                     const std::vector<Tensor>& input_grads) {
   float v = 0;
   // Built only for the message: it scans every input again.
   const auto head = [&node] {
-    return "anomaly: the backward of '" + node.op + "' (" + where(node.id, node.context) +
-           ", output " + shape_str(node.out_shape) + ", inputs: " + inputs_str(node.inputs) + ")";
+    return "anomaly: the backward of '" + node.op + "' (" + where(node.node_id, node.context) +
+           ", output " + shape_str(node.out_shape) + ", inputs: " + node.inputs() + ")";
   };
   int64_t at = first_non_finite(grad_output, &v);
   if (at >= 0)

@@ -11,14 +11,14 @@
 // has finished (never inside an OpenMP kernel), so a run is a few times slower: a debugging mode.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "tensor/tensor.h"
 
 namespace mg {
-
-struct Node;
 
 // True while an AnomalyGuard is alive on this thread.
 bool anomaly_enabled();
@@ -65,13 +65,31 @@ class AnomalyScope {
 // The scopes open right now, joined with '.' ("" outside every scope).
 std::string anomaly_context();
 
+// The first non-finite value of t, as its row-major index, with the value in *value; -1 when every
+// value is finite.
+int64_t first_non_finite(const Tensor& t, float* value);
+
+// An op's inputs as an error names them, from the graph's side (autograd/node.h describe_inputs):
+// anomaly mode scans values and knows nothing of the graph, and the text is made only to throw.
+using DescribeInputs = std::function<std::string()>;
+
 // Called by record() (autograd/node.cpp) in anomaly mode: throws when out [any] holds a NaN or an
 // Inf. node_id is 0 for an op that was not recorded (grad mode off, or no input requires grad).
 void check_forward(const std::string& op, uint64_t node_id, const std::string& context,
-                   const Tensor& out, const std::vector<Tensor>& inputs);
+                   const Tensor& out, const DescribeInputs& inputs);
+// What check_backward names of the node whose backward it checks (autograd/node.h Node's fields,
+// so that this file needs nothing of the graph).
+struct BackwardSite {
+  const std::string& op;
+  uint64_t node_id;
+  const std::string& context;
+  const Shape& out_shape;
+  DescribeInputs inputs;
+};
+
 // Called by run_backward (autograd/engine.cpp) in anomaly mode: grad_output has the node's output
 // shape; input_grads one per input (undefined ones skipped).
-void check_backward(const Node& node, const Tensor& grad_output,
+void check_backward(const BackwardSite& node, const Tensor& grad_output,
                     const std::vector<Tensor>& input_grads);
 
 }  // namespace mg

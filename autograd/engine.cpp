@@ -124,7 +124,10 @@ void run_backward(const Tensor& root, const Tensor& grad_output) {
     if (input_grads.size() != node.inputs.size())
       throw std::logic_error(node.op + " backward returned " + std::to_string(input_grads.size()) +
                              " gradients for " + std::to_string(node.inputs.size()) + " inputs");
-    if (anomaly) check_backward(node, grad, input_grads);  // off: one branch
+    if (anomaly)  // off: one branch
+      check_backward({node.op, node.id, node.context, node.out_shape,
+                      [&node] { return describe_inputs(node.inputs); }},
+                     grad, input_grads);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const Tensor& in = node.inputs[i];
       const Tensor& g = input_grads[i];

@@ -62,12 +62,30 @@ NoGradGuard::~NoGradGuard() {
   g_grad_enabled = previous_;
 }
 
+std::string describe_inputs(const std::vector<Tensor>& inputs) {
+  std::string s;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& in = inputs[i];
+    if (!in.defined()) continue;
+    float ignored = 0;
+    s += (s.empty() ? "" : ", ") + std::string("input ") + std::to_string(i) + " ";
+    if (!in.name().empty()) s += in.name() + " ";
+    s += shape_str(in.shape());
+    if (in.grad_fn())
+      s += " (from " + in.grad_fn()->op + " #" + std::to_string(in.grad_fn()->id) + ")";
+    if (first_non_finite(in, &ignored) >= 0) s += " (already non-finite)";
+  }
+  return s.empty() ? "none" : s;
+}
+
+
 Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
   bool any = false;
   if (g_grad_enabled)
     for (const Tensor& t : inputs) any = any || (t.defined() && t.requires_grad());
   if (!any) {
-    if (anomaly_enabled()) check_forward(op, 0, anomaly_context(), out, inputs);  // off: one branch
+    if (anomaly_enabled())  // off: one branch
+      check_forward(op, 0, anomaly_context(), out, [&] { return describe_inputs(inputs); });
     return out;
   }
   auto node = std::make_shared<Node>();
@@ -78,7 +96,7 @@ Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, Bac
   node->id = g_next_node_id++;
   if (anomaly_enabled()) {
     node->context = anomaly_context();
-    check_forward(op, node->id, node->context, out, node->inputs);
+    check_forward(op, node->id, node->context, out, [&] { return describe_inputs(node->inputs); });
   }
   out.impl().requires_grad = true;
   out.impl().grad_fn = std::move(node);

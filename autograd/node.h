@@ -114,4 +114,8 @@ class NoGradGuard {
 // (that would be a reference cycle); capture out.detach() instead.
 Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
 
+// An op's inputs as anomaly mode's errors name them: "input 0 encoder.weight [50,16] (already
+// non-finite), input 1 [5,2] (from matmul #12)"; "none" without any.
+std::string describe_inputs(const std::vector<Tensor>& inputs);
+
 }  // namespace mg

@@ -10,9 +10,9 @@ namespace mg {
 
 namespace {
 
-// out = Binary<F>(a, b) (cuda/formulas.h) over the broadcast shape of a and b; on the GPU the
+// out = Binary<F>(a, b) (math/formulas.h) over the broadcast shape of a and b; on the GPU the
 // kernel of the same F (cuda/ops_elementwise.cu).
-template <CudaBinary F>
+template <BinaryOp F>
 Tensor broadcast_binary(const std::string& op, const Tensor& a_in, const Tensor& b_in) {
   check_same_device(op, {a_in, b_in});
   if (a_in.is_cuda()) return cuda_map_binary(op, F, a_in, b_in);
@@ -88,7 +88,7 @@ Tensor sum_to(const Tensor& grad, const Shape& shape) {
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary<CudaBinary::Add>("add", a, b);
+  Tensor out = broadcast_binary<BinaryOp::Add>("add", a, b);
   const Shape sa = a.shape(), sb = b.shape();
   return record("add", out, {a, b}, [sa, sb](const Tensor& g) {
     // d(a+b)/da = d(a+b)/db = 1: both get g, summed back over what was broadcast.
@@ -97,7 +97,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary<CudaBinary::Sub>("sub", a, b);
+  Tensor out = broadcast_binary<BinaryOp::Sub>("sub", a, b);
   const Shape sa = a.shape(), sb = b.shape();
   return record("sub", out, {a, b}, [sa, sb](const Tensor& g) -> std::vector<Tensor> {
     // TASK 3.1: d(a-b)/da = 1 and d(a-b)/db = -1, each summed back to its input's shape (sum_to)
@@ -107,7 +107,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary<CudaBinary::Mul>("mul", a, b);
+  Tensor out = broadcast_binary<BinaryOp::Mul>("mul", a, b);
   return record("mul", out, {a, b},
                 [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
                  rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
@@ -119,7 +119,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
-  Tensor out = broadcast_binary<CudaBinary::Div>("div", a, b);
+  Tensor out = broadcast_binary<BinaryOp::Div>("div", a, b);
   return record("div", out, {a, b},
                 [a = a.detach(), b = b.detach(), ra = a.requires_grad(),
                  rb = b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
@@ -132,18 +132,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor add_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary_on<CudaUnary::AddScalar>(a, s);
+  Tensor out = map_unary_on<UnaryOp::AddScalar>(a, s);
   return record("add_scalar", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 Tensor mul_scalar(const Tensor& a, float s) {
-  Tensor out = map_unary_on<CudaUnary::MulScalar>(a, s);
+  Tensor out = map_unary_on<UnaryOp::MulScalar>(a, s);
   return record("mul_scalar", out, {a},
                 [s](const Tensor& g) { return std::vector<Tensor>{mul_scalar(g, s)}; });
 }
 
 Tensor neg(const Tensor& a) {
-  Tensor out = map_unary_on<CudaUnary::Neg>(a);
+  Tensor out = map_unary_on<UnaryOp::Neg>(a);
   return record("neg", out, {a}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 

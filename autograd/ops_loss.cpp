@@ -27,7 +27,7 @@ Tensor nll_loss(const Tensor& logp_in, const std::vector<int64_t>& target) {
     cuda_gather_rows(logp.data_ptr(), N, V, ids->get(), picked.data_ptr());
     Tensor out = Tensor::empty({}, Device::CUDA);
     cuda_sum_all(picked.data_ptr(), N, out.data_ptr());
-    out = cuda_map_unary(CudaUnary::MulScalar, out, -1.0f / static_cast<float>(N));
+    out = cuda_map_unary(UnaryOp::MulScalar, out, -1.0f / static_cast<float>(N));
     return record("nll_loss", out, {logp_in}, [N, V, ids](const Tensor& g) {
       Tensor grad = Tensor::zeros({N, V}, Device::CUDA);
       cuda_scatter_rows(nullptr, -g.item() / static_cast<float>(N), N, V, ids->get(),

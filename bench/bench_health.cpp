@@ -15,6 +15,7 @@
 
 #include "lm/health_stats.h"
 #include "lm/optim.h"
+#include "lm/recipe_rules.h"
 #include "lm/train.h"
 #include "lm/train_config.h"
 #include "tensor/parallel.h"

@@ -30,6 +30,7 @@
 #include "bench/fma_peak.h"
 #include "cuda/backend.h"
 #include "lm/optim.h"
+#include "lm/recipe_rules.h"
 #include "lm/train.h"
 #include "lm/train_config.h"
 #include "tensor/allocator.h"

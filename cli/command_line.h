@@ -10,11 +10,11 @@
 #include "analysis/bottleneck_demo.h"
 #include "analysis/model_gradcheck.h"
 #include "analysis/rank.h"
-#include "cli/reproduce.h"
 #include "lm/dyneval.h"
 #include "lm/generate.h"
 #include "lm/pointer.h"
 #include "lm/train_config.h"
+#include "reproduce/reproduce.h"
 
 namespace mg {
 
@@ -53,6 +53,13 @@ struct CommandLine {
   bool values = false;  // graph --values
   std::string run_dir;  // plot: the run directory (its one positional argument)
   std::string title;    // plot
+  // --threads of whichever part this command's table binds (0: all cores); run_mosgrad applies it
+  // once, after parsing, for every command.
+  int64_t threads() const {
+    for (const int64_t t : {static_cast<int64_t>(train.threads), model.threads, reproduce.threads})
+      if (t > 0) return t;
+    return 0;
+  }
 };
 
 }  // namespace mg

@@ -7,6 +7,7 @@
 
 #include "cli/flag_tables.h"
 #include "cli/run_commands.h"
+#include "tensor/parallel.h"
 
 namespace mg {
 
@@ -173,8 +174,7 @@ std::string escape_bars(std::string s) {
   return s;
 }
 
-// One command's flags as Markdown tables, one per section; the default is what the table's get()
-// reads back from the command's defaults (switches as true/false).
+// One command's flags as Markdown tables, one per section; the default is flag_default_text's.
 std::string markdown_table(const Command& row) {
   std::string md =
       "## " + std::string(row.name) + "\n\n`" + row.usage + "`: " + row.summary + ".\n";
@@ -189,18 +189,7 @@ std::string markdown_table(const Command& row) {
     md += "\n*" + section + "*\n\n| flag | value | default | what it does |\n|---|---|---|---|\n";
     for (const Flag& f : table) {
       if (f.section != section) continue;
-      std::string def = f.get ? f.get() : "";
-      if (f.value == "true|false" || f.value.empty())
-        def = def == "1" ? "true" : def == "0" ? "false" : def;
-      else if (def.find_first_of(".e") != std::string::npos) {  // 0.400000006 -> 0.4
-        char* end = nullptr;
-        const double v = std::strtod(def.c_str(), &end);
-        if (end && *end == '\0') {
-          char buf[32];
-          std::snprintf(buf, sizeof buf, "%.6g", v);
-          def = buf;
-        }
-      }
+      const std::string def = flag_default_text(f);
       md += "| `--" + f.name + "` | " + (f.value.empty() ? "" : "`" + escape_bars(f.value) + "`") +
             " | " + (def.empty() ? "" : "`" + def + "`") + " | " + escape_bars(f.help) + " |\n";
     }
@@ -218,9 +207,9 @@ std::string cli_markdown() {
       "range "
       "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
       "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
-      "alone means true. Defaults are those of the default preset (small-mos for train and "
-      "finetune, tiny for graph and gradcheck), which `--preset` changes before the other flags "
-      "apply.\n\n";
+      "alone means true. Defaults are those of each command's default preset (small-mos for "
+      "train and finetune, tiny for graph and gradcheck), which `--preset` changes before the "
+      "other flags apply; `--help` prints the same defaults.\n\n";
   const Command* previous = nullptr;
   for (const Command& row : commands()) {
     if (previous && row.flags && row.flags == previous->flags &&
@@ -255,6 +244,7 @@ int run_mosgrad(int argc, char** argv) {
     std::fputs(command_help(c).c_str(), stdout);
     return 0;
   }
+  if (c.threads() > 0) set_num_threads(static_cast<int>(c.threads()));
   return find_command(command).run(c);
 }
 

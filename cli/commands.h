@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cli/command_line.h"
-#include "lm/flags.h"
+#include "io/flags.h"
 
 namespace mg {
 

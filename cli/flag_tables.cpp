@@ -26,7 +26,7 @@ FlagTable checkpoint_rows(ModelCommandOptions& o) {
       text_flag("save", "DIR", kIn, "run directory whose best.ckpt to use (default runs/<preset>)",
                 o.save),
       text_flag("preset", "NAME", kIn,
-                "names the default run directory runs/<preset> (default small-mos)", o.preset),
+                "names the default run directory runs/<preset>", o.preset),
   };
 }
 Flag device_flag(ModelCommandOptions& o) {
@@ -75,15 +75,32 @@ void train_finish(CommandLine& c) {
   c.train.data = resolve_data_dir(c.train.data);
 }
 
+// graph and gradcheck build one model from a preset and run one forward pass on the CPU: of train's
+// rows they take the model's, its batch and seed, the threads and the compute paths, not the data,
+// the run directory, the device or the schedule, which they never read (so --epochs there is an
+// unknown flag, not a silent no-op).
+namespace {
+FlagTable model_build_rows(TrainConfig& t) {
+  static const std::vector<std::string> kept = {"preset",     "threads",    "batch_size",
+                                                "bptt",       "seed",       "fused_lstm",
+                                                "fused_head", "gemm",       "precision"};
+  FlagTable rows;
+  for (Flag& f : t.flag_table())
+    if (f.section == "model" || std::find(kept.begin(), kept.end(), f.name) != kept.end())
+      rows.push_back(std::move(f));
+  return rows;
+}
+}  // namespace
+
 void graph_defaults(CommandLine& c, const std::string& preset) {
   c.train = preset_config(preset.empty() ? "tiny" : preset);
   c.out = "graph.dot";
 }
 FlagTable graph_flags(CommandLine& c) {
-  FlagTable t = c.train.flag_table();
+  FlagTable t = model_build_rows(c.train);
   t.push_back(text_flag(
       "out", "FILE", kOut,
-      "the DOT file to write (default graph.dot; FILE.svg too when dot is installed)", c.out));
+      "the DOT file to write (FILE.svg too when dot is installed)", c.out));
   t.push_back(bool_flag("values", kOut,
                         "run the backward too; each box and parameter shows its value and its "
                         "gradient (μ σ over the entries), as micrograd draws them",
@@ -99,17 +116,17 @@ void gradcheck_defaults(CommandLine& c, const std::string& preset) {
   if (preset.empty()) m.emsize = m.nhid = m.nhidlast = 16, m.n_experts = 3;
 }
 FlagTable gradcheck_flags(CommandLine& c) {
-  FlagTable t = c.train.flag_table();
+  FlagTable t = model_build_rows(c.train);
   const std::string gc = "gradient check";
   ModelGradcheckOptions& o = c.gradcheck;
   t.insert(t.end(),
-           {int_flag("vocab", gc, "V, the random vocabulary's size (default 50)",
+           {int_flag("vocab", gc, "V, the random vocabulary's size",
                      c.train.model.ntoken, 2, int64_t{1} << 20),
             int_flag("entries", gc,
                      "entries checked per parameter: half the largest gradients, half at random "
-                     "(default 24; 0: all)",
+                     "(0: all)",
                      o.entries, 0, kMaxCount),
-            double_flag("tolerance", gc, "the largest relative error that passes (default 0.01)",
+            double_flag("tolerance", gc, "the largest relative error that passes",
                         o.tolerance, 0, 1e9),
             Flag{"params", "NAME,...", "the parameters to check (default all)", gc,
                  [&o](const std::string& v) {
@@ -138,13 +155,13 @@ FlagTable eval_flags(CommandLine& c) {
   ModelCommandOptions& o = c.model;
   FlagTable t = checkpoint_rows(o);
   t.insert(t.end(), {data_flag(o.data),
-                     choice_flag("split", kIn, "which part of the corpus to score (default test)",
+                     choice_flag("split", kIn, "which part of the corpus to score",
                                  o.split, {"valid", "test", "train"}),
                      device_flag(o), threads_flag(o.threads),
                      int_flag("batch_size", kRun,
-                              "columns (default 1 for test, 10 otherwise, as the papers)",
+                              "columns (0: 1 for test, 10 otherwise, as the papers)",
                               o.batch_size, 0, kMaxSize),
-                     int_flag("bptt", kRun, "segment length (default 70)", o.bptt, 1, kMaxSize),
+                     int_flag("bptt", kRun, "segment length", o.bptt, 1, kMaxSize),
                      int_flag("grad_groups", kRun,
                               "column groups, each scored alone, summed in order (under mpirun "
                               "shared among the processes; must divide the batch size)",
@@ -160,16 +177,16 @@ FlagTable dyneval_flags(CommandLine& c) {
   FlagTable t = checkpoint_rows(o);
   t.insert(t.end(),
            {data_flag(o.data),
-            choice_flag("split", kIn, "which part of the corpus to score (default test)", o.split,
+            choice_flag("split", kIn, "which part of the corpus to score", o.split,
                         {"valid", "test", "train"}),
             device_flag(o), threads_flag(o.threads),
-            float_flag("lamb", dyn, "λ: decay towards the trained weights (default 0.075)", d.lamb,
+            float_flag("lamb", dyn, "λ: decay towards the trained weights", d.lamb,
                        0, 1e6),
-            float_flag("lr", dyn, "η: step size (default 0.002)", d.lr, 0, 1e6),
-            float_flag("epsilon", dyn, "ε in ∇/(MS+ε) (default 0.001)", d.epsilon, 1e-12, 1e6),
-            int_flag("bptt", dyn, "segment length of the adaptation steps (default 5)", d.bptt, 1,
+            float_flag("lr", dyn, "η: step size", d.lr, 0, 1e6),
+            float_flag("epsilon", dyn, "ε in ∇/(MS+ε)", d.epsilon, 1e-12, 1e6),
+            int_flag("bptt", dyn, "segment length of the adaptation steps", d.bptt, 1,
                      kMaxSize),
-            int_flag("stat_batch_size", dyn, "batch size of the gradient statistics (default 100)",
+            int_flag("stat_batch_size", dyn, "batch size of the gradient statistics",
                      d.stat_batch_size, 1, kMaxSize),
             int_flag("max_stat_batches", dyn,
                      "gradient statistics on at most N training segments (-1: all)",
@@ -187,9 +204,9 @@ FlagTable generate_flags(CommandLine& c) {
   t.insert(
       t.end(),
       {device_flag(o), threads_flag(o.threads),
-       int_flag("words", gen, "how many words to sample (default 100)", g.words, 0, kMaxCount),
-       float_flag("temperature", gen, "sample from p^(1/T) (default 1)", g.temperature, 1e-6, 1e6),
-       seed_flag(gen, "sampling seed (default 1)", g.seed),
+       int_flag("words", gen, "how many words to sample", g.words, 0, kMaxCount),
+       float_flag("temperature", gen, "sample from p^(1/T)", g.temperature, 1e-6, 1e6),
+       seed_flag(gen, "sampling seed", g.seed),
        text_flag("prompt", "TEXT", gen, "words to start from (unknown words read as <unk>)",
                  g.prompt, true)});
   // generate scores no targets, so only the LSTM and the GEMM choose a path there.
@@ -204,7 +221,7 @@ void export_defaults(CommandLine& c, const std::string&) {
 FlagTable export_flags(CommandLine& c) {
   FlagTable t = checkpoint_rows(c.model);
   t.push_back(text_flag("out", "FILE", kOut,
-                        "the .safetensors file to write (default model.safetensors)", c.model.out));
+                        "the .safetensors file to write", c.model.out));
   return t;
 }
 
@@ -214,7 +231,7 @@ void import_defaults(CommandLine& c, const std::string&) {
 FlagTable import_flags(CommandLine& c) {
   ModelCommandOptions& o = c.model;
   return {text_flag("in", "FILE", kIn, "the .safetensors file to read (required)", o.in),
-          text_flag("out", "FILE", kOut, "the checkpoint to write (default imported.ckpt)", o.out)};
+          text_flag("out", "FILE", kOut, "the checkpoint to write", o.out)};
 }
 
 void rank_defaults(CommandLine& c, const std::string&) {
@@ -227,17 +244,17 @@ FlagTable rank_flags(CommandLine& c) {
   t.insert(
       t.end(),
       {data_flag(o.data),
-       choice_flag("split", kIn, "which part of the corpus gives the contexts (default valid)",
+       choice_flag("split", kIn, "which part of the corpus gives the contexts",
                    o.split, {"valid", "test", "train"}),
        device_flag(o), threads_flag(o.threads),
        int_flag("contexts", an,
-                "N: the first N targets of the split (default 0: all of them; PTB valid 73,750)",
+                "N: the first N targets of the split (0: all of them; PTB valid 73,750)",
                 o.rank.contexts, 0, kMaxCount),
-       int_flag("batch_size", an, "columns the split is cut into (default 10, as for valid)",
+       int_flag("batch_size", an, "columns the split is cut into (as for valid)",
                 o.rank.batch_size, 1, kMaxSize),
-       int_flag("bptt", an, "segment length of the forward passes (default 70)", o.rank.bptt, 1,
+       int_flag("bptt", an, "segment length of the forward passes", o.rank.bptt, 1,
                 kMaxSize),
-       text_flag("out", "DIR", kOut, "directory for spectrum.csv and spectrum.svg (default rank)",
+       text_flag("out", "DIR", kOut, "directory for spectrum.csv and spectrum.svg",
                  o.out)});
   return t;
 }
@@ -251,18 +268,18 @@ FlagTable pointer_flags(CommandLine& c) {
       t.end(),
       {data_flag(o.data),
        choice_flag("split", kIn,
-                   "which part of the corpus to score, at batch size 1 (default test)", o.split,
+                   "which part of the corpus to score, at batch size 1", o.split,
                    {"valid", "test"}),
        device_flag(o), threads_flag(o.threads),
-       int_flag("window", ptr, "L: how many earlier positions the cache holds (default 500)",
+       int_flag("window", ptr, "L: how many earlier positions the cache holds",
                 p.window, 1, kMaxSize),
-       double_flag("theta", ptr, "θ: sharpness of the attention over the cache (default 1)",
+       double_flag("theta", ptr, "θ: sharpness of the attention over the cache",
                    p.theta, 0, 1e6),
-       double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture (default 0.1)", p.lambda,
+       double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture", p.lambda,
                    0, 1),
        bool_flag("grid", ptr,
                  "choose θ and λ on valid (θ 0.25..64, λ 0.02..0.3), then score --split", p.grid),
-       int_flag("bptt", kRun, "segment length of the model's pass (default 70)", p.bptt, 1,
+       int_flag("bptt", kRun, "segment length of the model's pass", p.bptt, 1,
                 kMaxSize)});
   add_path_flags(t, o);
   return t;
@@ -275,17 +292,16 @@ FlagTable demo_flags(CommandLine& c) {
   ModelCommandOptions& o = c.model;
   const std::string demo = "demo";
   return {
-      int_flag("dim", demo, "d, every head's context and decoder size (default 4)", o.demo.d, 1,
+      int_flag("dim", demo, "d, every head's context and decoder size", o.demo.d, 1,
                63),  // < V = 64
-      int_flag("experts", demo, "K, components of MoS and MoC (default 4)", o.demo.experts, 2, 64),
-      int_flag("steps", demo, "Adam steps per head (default 1500)", o.demo.steps, 1, 1000000),
-      seed_flag(demo, "seed of the true distribution and the initial weights (default 1)",
+      int_flag("experts", demo, "K, components of MoS and MoC", o.demo.experts, 2, 64),
+      int_flag("steps", demo, "Adam steps per head", o.demo.steps, 1, 1000000),
+      seed_flag(demo, "seed of the true distribution and the initial weights",
                 o.demo.seed),
       int_flag("threads", kRun,
-               "OpenMP threads (default 1: the demo's tensors are too small to split; 0: all "
-               "cores)",
+               "OpenMP threads (the demo's tensors are too small to split; 0: all cores)",
                o.threads, 0, 4096),
-      text_flag("out", "DIR", kOut, "directory for demo.csv and demo.svg (default bottleneck-demo)",
+      text_flag("out", "DIR", kOut, "directory for demo.csv and demo.svg",
                 o.out)};
 }
 

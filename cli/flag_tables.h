@@ -1,4 +1,4 @@
-// The flags of every `mosgrad` command, as tables (lm/flags.h) bound to a CommandLine: the rows of
+// The flags of every `mosgrad` command, as tables (io/flags.h) bound to a CommandLine: the rows of
 // commands() (cli/commands.h) point at these. For each command, up to three functions:
 //   X_defaults(c, preset)  the command's defaults, before any flag applies (`preset` is --preset
 //                          as given, "" when it was not)
@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli/command_line.h"
-#include "lm/flags.h"
+#include "io/flags.h"
 
 namespace mg {
 
@@ -19,12 +19,14 @@ void train_defaults(CommandLine& c, const std::string& preset);
 FlagTable train_flags(CommandLine& c);
 void train_finish(CommandLine& c);  // --gemm/--precision where they can run; --data resolved
 
-// graph: train's flags (preset default tiny) and --out FILE (default graph.dot).
+// graph: the flags that build a model (train's model rows, its batch, seed and paths; preset tiny
+// unless given) and --out FILE.
 void graph_defaults(CommandLine& c, const std::string& preset);
 FlagTable graph_flags(CommandLine& c);
 
-// gradcheck: train's flags (preset default tiny; without --preset E = H = 16, K = 3), a small batch
-// (B = 2, T = 5, V = 50) and the check's own flags (--vocab, --entries, --tolerance, --params).
+// gradcheck: graph's model flags (preset tiny unless given; without --preset E = H = 16, K = 3),
+// a small batch (B = 2, T = 5, V = 50) and the check's own flags (--vocab, --entries, --tolerance,
+// --params).
 void gradcheck_defaults(CommandLine& c, const std::string& preset);
 FlagTable gradcheck_flags(CommandLine& c);
 void gradcheck_finish(CommandLine& c);  // the check's seed is --seed

@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "cli/commands.h"
-#include "dist/processes.h"
+#include "mpi/processes.h"
 
 int main(int argc, char** argv) {
   mg::start_processes(&argc, &argv);  // MPI_Init under `make MPI=1`; nothing otherwise

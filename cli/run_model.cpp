@@ -9,7 +9,6 @@
 #include <string>
 
 #include "cli/run_commands.h"
-#include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/same_file.h"
 #include "io/strf.h"
@@ -19,6 +18,7 @@
 #include "lm/evaluate.h"
 #include "lm/generate.h"
 #include "lm/model_io.h"
+#include "mpi/processes.h"
 #include "tensor/parallel.h"
 
 namespace mg {
@@ -58,12 +58,12 @@ std::string model_cause(const ModelCommandOptions& o) {
          ": its weights are finite but its outputs overflow (a model whose training diverged?)";
 }
 
-// What eval, dyneval, rank and pointer start from: --threads applied, the data directory
-// resolved, the model loaded (load_for), the corpus read and its vocabulary checked against the
-// model's — in that order, so a bad --data is named before the model is read.
+// What eval, dyneval, rank and pointer start from: the data directory resolved, the model loaded
+// (load_for), the corpus read and its vocabulary checked against the model's — in that order, so a
+// bad --data is named before the model is read.
 struct ModelAndCorpus {
   explicit ModelAndCorpus(const ModelCommandOptions& o)
-      : data_dir(threads_then_data_dir(o)),
+      : data_dir(resolve_data_dir(o.data)),
         command(load_for(o)),
         lm(command.loaded),
         corpus(load_corpus(data_dir, 1000000)) {
@@ -73,12 +73,6 @@ struct ModelAndCorpus {
   CommandModel command;
   LoadedModel& lm;
   Corpus corpus;
-
- private:
-  static std::string threads_then_data_dir(const ModelCommandOptions& o) {
-    if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
-    return resolve_data_dir(o.data);
-  }
 };
 
 int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
@@ -141,7 +135,6 @@ int run_dyneval(CommandLine& c) {
 
 int run_generate(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   CommandModel command = load_for(o);
   LoadedModel& lm = command.loaded;
   const GenerateConfig& g = o.generate;
@@ -249,7 +242,6 @@ int run_pointer(CommandLine& c) {
 
 int run_bottleneck_demo_command(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
-  if (o.threads > 0) set_num_threads(static_cast<int>(o.threads));
   const DemoConfig& demo = o.demo;
   const std::string dir = check_out_dir(o.out);
   std::printf(

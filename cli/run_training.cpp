@@ -9,15 +9,15 @@
 #include <string>
 
 #include "analysis/model_graph.h"
-#include "cli/reproduce.h"
 #include "cli/run_commands.h"
-#include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/same_file.h"
 #include "lm/corpus.h"
 #include "lm/learning_curves.h"
 #include "lm/train.h"
 #include "lm/train_summary.h"
+#include "mpi/processes.h"
+#include "reproduce/reproduce.h"
 #include "tensor/parallel.h"
 
 namespace mg {
@@ -37,7 +37,6 @@ void stop_cleanly_on_signals() {
 }
 
 int train_or_finetune(const TrainConfig& cfg, bool finetune) {
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
   const Corpus corpus = load_corpus(cfg.data, 1000000);
   // Under mpirun the processes compute together and rank 0 alone speaks (and writes, lm/train.cpp).
   const bool speaks = process_rank() == 0;
@@ -75,7 +74,7 @@ int run_finetune(CommandLine& c) {
   return train_or_finetune(c.train, true);
 }
 
-// reproduce: a comparison plan of every head, resumable (cli/reproduce.h).
+// reproduce: a comparison plan of every head, resumable (reproduce/reproduce.h).
 int run_reproduce_command(CommandLine& c) {
   // Under mpirun it is refused once, by rank 0 (run_reproduce's first check), whose error ends
   // the whole job (cli/mosgrad.cpp: abort_processes). The other ranks say nothing and touch
@@ -98,7 +97,6 @@ int run_reproduce_command(CommandLine& c) {
 int run_graph(CommandLine& c) {
   const TrainConfig& cfg = c.train;
   const std::string& out = c.out;
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
   write_file_atomically(out, model_graph_dot(cfg, c.values));
   std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
               static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));
@@ -126,7 +124,6 @@ int run_graph(CommandLine& c) {
 
 // Exits 1 when a parameter's gradient is off by more than --tolerance: scripts and CI can use it.
 int run_gradcheck(CommandLine& c) {
-  if (c.train.threads > 0) set_num_threads(c.train.threads);
   const ModelGradcheckReport r = gradcheck_model(c.train, c.gradcheck);
   std::fputs(gradcheck_table(r, c.gradcheck.tolerance).c_str(), stdout);
   return r.ok ? 0 : 1;

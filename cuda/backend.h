@@ -18,6 +18,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "math/op_kinds.h"
+
 namespace mg {
 
 [[noreturn]] inline void throw_built_without_cuda() {
@@ -42,30 +44,6 @@ struct CudaSplit {
   int64_t outer = 1, n = 1, inner = 1;
 };
 
-enum class CudaUnary {
-  Tanh,
-  Sigmoid,
-  LogSigmoid,
-  Exp,
-  Log,
-  Relu,
-  Square,  // ops_unary.cpp
-  AddScalar,
-  MulScalar,
-  Neg,  // ops_binary.cpp: y = x + s, x * s, -x
-};
-enum class CudaBinary {
-  Add,
-  Sub,
-  Mul,
-  Div,  // ops_binary.cpp
-  // Backward of ops_unary.cpp, (a, b) = (g, saved): g(1-y²), g y(1-y), g σ(-x), g·[x>0], 2 g x.
-  TanhGrad,
-  SigmoidGrad,
-  LogSigmoidGrad,
-  ReluGrad,
-  SquareGrad,
-};
 enum class CudaOptimizer { SGD, ASGD, Adam };  // lm/optim.h OptimizerKind, same order
 
 #ifdef MOSGRAD_CUDA
@@ -118,11 +96,11 @@ MG_CUDA_API(void cuda_gemm_batched(bool trans_a, bool trans_b, int64_t G, int64_
 // ---- cuda/ops_elementwise.cu: tensor/kernels.h map_unary/map_binary, ops_binary.cpp broadcasting
 // ----
 MG_CUDA_API(void cuda_fill(float* out, int64_t n, float value))
-MG_CUDA_API(void cuda_unary(CudaUnary fn, const float* x, float* y, int64_t n, float scalar))
-MG_CUDA_API(void cuda_binary(CudaBinary fn, const float* a, const float* b, float* out, int64_t n))
+MG_CUDA_API(void cuda_unary(UnaryOp fn, const float* x, float* y, int64_t n, float scalar))
+MG_CUDA_API(void cuda_binary(BinaryOp fn, const float* a, const float* b, float* out, int64_t n))
 // out (contiguous, shape out.shape) = fn(a, b) where a and b are read through layouts of out's rank
 // whose strides are 0 along broadcast dims.
-MG_CUDA_API(void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout,
+MG_CUDA_API(void cuda_broadcast_binary(BinaryOp fn, const float* a, CudaLayout a_layout,
                                        const float* b, CudaLayout b_layout, float* out,
                                        CudaLayout out_layout))
 // dst viewed through dst_layout = src viewed through src_layout (same shape): copy_contiguous,

@@ -17,7 +17,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
-#include "cuda/scalar_math.h"
+#include "math/scalar_math.h"
 
 namespace mg {
 
@@ -28,7 +28,7 @@ static_assert(kThreads % 32 == 0 && kThreads <= 1024,
               "block_reduce needs whole warps, at most 32 of them");
 
 // σ(x) = 1 / (1 + e^-x) and log σ(x) = min(x, 0) - log(1 + e^-|x|) (no overflow, no log 0): the
-// CPU's vsigmoid and vlog_sigmoid themselves (cuda/scalar_math.h, written once for both devices).
+// CPU's vsigmoid and vlog_sigmoid themselves (math/scalar_math.h, written once for both devices).
 __device__ __forceinline__ float sigmoid(float x) {
   return vsigmoid(x);
 }

@@ -17,7 +17,7 @@
 //     (dG_{t+1}) staged in shared memory;
 //   - per unit (lstm_step_*_kernel): one launch per step, one block per hidden unit.
 // forward_path / backward_path below choose; cuda_lstm_set_steps forces a path for tests and
-// bench/bench_lstm_cuda. The cell's formulas are cuda/formulas.h's, the CPU's own.
+// bench/bench_lstm_cuda. The cell's formulas are math/formulas.h's, the CPU's own.
 // The weight and input gradients are then big GEMMs over all steps, run by the caller as on the
 // CPU.
 //
@@ -30,8 +30,8 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
-#include "cuda/formulas.h"
 #include "cuda/lstm_steps.h"
+#include "math/formulas.h"
 
 namespace mg {
 

@@ -10,7 +10,7 @@
 //   1. copy h_{t-1} [B,H] (written by every block at step t-1) into shared memory;
 //   2. warp (u, s) forms unit u's four gate rows times every staged row over inner slice s;
 //   3. one thread per (b, j): the slices' sums in order, plus x_t W_ih^T and the bias, then
-//      lstm_cell_forward (cuda/formulas.h, the CPU's own), writing acts, c_t, h_t;
+//      lstm_cell_forward (math/formulas.h, the CPU's own), writing acts, c_t, h_t;
 //   4. grid barrier: every h_t is written before any block reads it.
 // BPTT, block = units j0 .. j0+U-1 (U a multiple of 4), holding their columns of W_hh as rows of
 // W_hh^T [U,4H]; per step t = T-1 .. 0: dh_t = dG_{t+1} W_hh for its units (dG_{t+1}'s rows
@@ -29,9 +29,9 @@
 #include <tuple>
 
 #include "cuda/check.h"
-#include "cuda/formulas.h"
 #include "cuda/lstm_steps.h"
 #include "cuda/warp_products.h"
+#include "math/formulas.h"
 
 namespace mg {
 

@@ -1,14 +1,14 @@
 // The GPU LSTM's one-kernel steps (the recurrent product and the gates in one launch), which
 // cuda/lstm_fused.cu's forward and BPTT loops call: per hidden unit (lstm_step_*_kernel) or with
 // the step's input rows staged in shared memory (lstm_step_*_staged_kernel). cuda/lstm_fused.cu
-// says which runs when; the cell's formulas are cuda/formulas.h's, the CPU's own.
+// says which runs when; the cell's formulas are math/formulas.h's, the CPU's own.
 #include "cuda/lstm_steps.h"
 
 #include <cstdint>
 
 #include "cuda/check.h"
-#include "cuda/formulas.h"
 #include "cuda/warp_products.h"
+#include "math/formulas.h"
 
 namespace mg {
 

@@ -1,5 +1,5 @@
 // Elementwise kernels: the GPU side of tensor/kernels.h (map_unary_on, map_binary_on) and of
-// ops_binary.cpp's broadcast_binary, running the formulas of cuda/formulas.h (the very functions
+// ops_binary.cpp's broadcast_binary, running the formulas of math/formulas.h (the very functions
 // the CPU's loops call), and tensor.cpp's strided copy.
 //
 // Every kernel here is one thread per output element (a grid-stride loop, so any n fits in the
@@ -11,7 +11,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
-#include "cuda/formulas.h"
+#include "math/formulas.h"
 
 namespace mg {
 
@@ -30,13 +30,13 @@ unsigned blocks_for(int64_t n) {
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
-// ---- the formulas: cuda/formulas.h, the same functions the CPU's loops call ----
+// ---- the formulas: math/formulas.h, the same functions the CPU's loops call ----
 
-template <CudaUnary F>
+template <UnaryOp F>
 __device__ __forceinline__ float apply_unary(float v, float s) {
   return Unary<F>{s}(v);
 }
-template <CudaBinary F>
+template <BinaryOp F>
 __device__ __forceinline__ float apply_binary(float a, float b) {
   return Binary<F>{}(a, b);
 }
@@ -100,20 +100,20 @@ __global__ void fill_kernel(float* out, int64_t n, float value) {
 }
 
 // map_unary with one of ops_unary.cpp's functions: y [n] = f(x [n]). x may equal y (in place).
-template <CudaUnary F>
+template <UnaryOp F>
 __global__ void unary_kernel(const float* x, float* y, int64_t n, float s) {
   MG_GRID_STRIDE(i, n) y[i] = apply_unary<F>(x[i], s);
 }
 
 // map_binary: out [n] = f(a [n], b [n]), same shapes, no broadcasting. out may equal a or b.
-template <CudaBinary F>
+template <BinaryOp F>
 __global__ void binary_kernel(const float* a, const float* b, float* out, int64_t n) {
   MG_GRID_STRIDE(i, n) out[i] = apply_binary<F>(a[i], b[i]);
 }
 
 // ops_binary.cpp broadcast_binary: output element i (row-major over out's shape) reads a and b
 // through their layouts, whose strides are 0 along broadcast dims.
-template <CudaBinary F>
+template <BinaryOp F>
 __global__ void broadcast_binary_kernel(const float* a, CudaLayout la, const float* b,
                                         CudaLayout lb, float* out, CudaLayout lo, int64_t n) {
   MG_GRID_STRIDE(i, n) {
@@ -151,19 +151,19 @@ __global__ void swap_kernel(float* a, float* b, int64_t n) {
 #undef MG_GRID_STRIDE
 
 // One launch per op, so each kernel is compiled for one formula with no branch on the op.
-template <CudaUnary F>
+template <UnaryOp F>
 void launch_unary(const char* name, const float* x, float* y, int64_t n, float s) {
   unary_kernel<F><<<blocks_for(n), kThreads>>>(x, y, n, s);
   CUDA_CHECK_LAUNCH(name);
 }
 
-template <CudaBinary F>
+template <BinaryOp F>
 void launch_binary(const char* name, const float* a, const float* b, float* out, int64_t n) {
   binary_kernel<F><<<blocks_for(n), kThreads>>>(a, b, out, n);
   CUDA_CHECK_LAUNCH(name);
 }
 
-template <CudaBinary F>
+template <BinaryOp F>
 void launch_broadcast(const char* name, const float* a, const CudaLayout& la, const float* b,
                       const CudaLayout& lb, float* out, const CudaLayout& lo, int64_t n) {
   broadcast_binary_kernel<F><<<blocks_for(n), kThreads>>>(a, la, b, lb, out, lo, n);
@@ -178,62 +178,62 @@ void cuda_fill(float* out, int64_t n, float value) {
   CUDA_CHECK_LAUNCH("fill_kernel");
 }
 
-void cuda_unary(CudaUnary fn, const float* x, float* y, int64_t n, float scalar) {
+void cuda_unary(UnaryOp fn, const float* x, float* y, int64_t n, float scalar) {
   if (n <= 0) return;
   switch (fn) {
-    case CudaUnary::Tanh:
-      return launch_unary<CudaUnary::Tanh>("unary_kernel<Tanh>", x, y, n, scalar);
-    case CudaUnary::Sigmoid:
-      return launch_unary<CudaUnary::Sigmoid>("unary_kernel<Sigmoid>", x, y, n, scalar);
-    case CudaUnary::LogSigmoid:
-      return launch_unary<CudaUnary::LogSigmoid>("unary_kernel<LogSigmoid>", x, y, n, scalar);
-    case CudaUnary::Exp:
-      return launch_unary<CudaUnary::Exp>("unary_kernel<Exp>", x, y, n, scalar);
-    case CudaUnary::Log:
-      return launch_unary<CudaUnary::Log>("unary_kernel<Log>", x, y, n, scalar);
-    case CudaUnary::Relu:
-      return launch_unary<CudaUnary::Relu>("unary_kernel<Relu>", x, y, n, scalar);
-    case CudaUnary::Square:
-      return launch_unary<CudaUnary::Square>("unary_kernel<Square>", x, y, n, scalar);
-    case CudaUnary::AddScalar:
-      return launch_unary<CudaUnary::AddScalar>("unary_kernel<AddScalar>", x, y, n, scalar);
-    case CudaUnary::MulScalar:
-      return launch_unary<CudaUnary::MulScalar>("unary_kernel<MulScalar>", x, y, n, scalar);
-    case CudaUnary::Neg:
-      return launch_unary<CudaUnary::Neg>("unary_kernel<Neg>", x, y, n, scalar);
+    case UnaryOp::Tanh:
+      return launch_unary<UnaryOp::Tanh>("unary_kernel<Tanh>", x, y, n, scalar);
+    case UnaryOp::Sigmoid:
+      return launch_unary<UnaryOp::Sigmoid>("unary_kernel<Sigmoid>", x, y, n, scalar);
+    case UnaryOp::LogSigmoid:
+      return launch_unary<UnaryOp::LogSigmoid>("unary_kernel<LogSigmoid>", x, y, n, scalar);
+    case UnaryOp::Exp:
+      return launch_unary<UnaryOp::Exp>("unary_kernel<Exp>", x, y, n, scalar);
+    case UnaryOp::Log:
+      return launch_unary<UnaryOp::Log>("unary_kernel<Log>", x, y, n, scalar);
+    case UnaryOp::Relu:
+      return launch_unary<UnaryOp::Relu>("unary_kernel<Relu>", x, y, n, scalar);
+    case UnaryOp::Square:
+      return launch_unary<UnaryOp::Square>("unary_kernel<Square>", x, y, n, scalar);
+    case UnaryOp::AddScalar:
+      return launch_unary<UnaryOp::AddScalar>("unary_kernel<AddScalar>", x, y, n, scalar);
+    case UnaryOp::MulScalar:
+      return launch_unary<UnaryOp::MulScalar>("unary_kernel<MulScalar>", x, y, n, scalar);
+    case UnaryOp::Neg:
+      return launch_unary<UnaryOp::Neg>("unary_kernel<Neg>", x, y, n, scalar);
   }
-  throw std::invalid_argument("cuda_unary: unknown CudaUnary " +
+  throw std::invalid_argument("cuda_unary: unknown UnaryOp " +
                               std::to_string(static_cast<int>(fn)));
 }
 
-void cuda_binary(CudaBinary fn, const float* a, const float* b, float* out, int64_t n) {
+void cuda_binary(BinaryOp fn, const float* a, const float* b, float* out, int64_t n) {
   if (n <= 0) return;
   switch (fn) {
-    case CudaBinary::Add:
-      return launch_binary<CudaBinary::Add>("binary_kernel<Add>", a, b, out, n);
-    case CudaBinary::Sub:
-      return launch_binary<CudaBinary::Sub>("binary_kernel<Sub>", a, b, out, n);
-    case CudaBinary::Mul:
-      return launch_binary<CudaBinary::Mul>("binary_kernel<Mul>", a, b, out, n);
-    case CudaBinary::Div:
-      return launch_binary<CudaBinary::Div>("binary_kernel<Div>", a, b, out, n);
-    case CudaBinary::TanhGrad:
-      return launch_binary<CudaBinary::TanhGrad>("binary_kernel<TanhGrad>", a, b, out, n);
-    case CudaBinary::SigmoidGrad:
-      return launch_binary<CudaBinary::SigmoidGrad>("binary_kernel<SigmoidGrad>", a, b, out, n);
-    case CudaBinary::LogSigmoidGrad:
-      return launch_binary<CudaBinary::LogSigmoidGrad>("binary_kernel<LogSigmoidGrad>", a, b, out,
+    case BinaryOp::Add:
+      return launch_binary<BinaryOp::Add>("binary_kernel<Add>", a, b, out, n);
+    case BinaryOp::Sub:
+      return launch_binary<BinaryOp::Sub>("binary_kernel<Sub>", a, b, out, n);
+    case BinaryOp::Mul:
+      return launch_binary<BinaryOp::Mul>("binary_kernel<Mul>", a, b, out, n);
+    case BinaryOp::Div:
+      return launch_binary<BinaryOp::Div>("binary_kernel<Div>", a, b, out, n);
+    case BinaryOp::TanhGrad:
+      return launch_binary<BinaryOp::TanhGrad>("binary_kernel<TanhGrad>", a, b, out, n);
+    case BinaryOp::SigmoidGrad:
+      return launch_binary<BinaryOp::SigmoidGrad>("binary_kernel<SigmoidGrad>", a, b, out, n);
+    case BinaryOp::LogSigmoidGrad:
+      return launch_binary<BinaryOp::LogSigmoidGrad>("binary_kernel<LogSigmoidGrad>", a, b, out,
                                                        n);
-    case CudaBinary::ReluGrad:
-      return launch_binary<CudaBinary::ReluGrad>("binary_kernel<ReluGrad>", a, b, out, n);
-    case CudaBinary::SquareGrad:
-      return launch_binary<CudaBinary::SquareGrad>("binary_kernel<SquareGrad>", a, b, out, n);
+    case BinaryOp::ReluGrad:
+      return launch_binary<BinaryOp::ReluGrad>("binary_kernel<ReluGrad>", a, b, out, n);
+    case BinaryOp::SquareGrad:
+      return launch_binary<BinaryOp::SquareGrad>("binary_kernel<SquareGrad>", a, b, out, n);
   }
-  throw std::invalid_argument("cuda_binary: unknown CudaBinary " +
+  throw std::invalid_argument("cuda_binary: unknown BinaryOp " +
                               std::to_string(static_cast<int>(fn)));
 }
 
-void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout, const float* b,
+void cuda_broadcast_binary(BinaryOp fn, const float* a, CudaLayout a_layout, const float* b,
                            CudaLayout b_layout, float* out, CudaLayout out_layout) {
   const int64_t n = numel_of(out_layout, "cuda_broadcast_binary");
   if (a_layout.rank != out_layout.rank || b_layout.rank != out_layout.rank)
@@ -244,35 +244,35 @@ void cuda_broadcast_binary(CudaBinary fn, const float* a, CudaLayout a_layout, c
   if (n <= 0) return;
   const CudaLayout &la = a_layout, &lb = b_layout, &lo = out_layout;
   switch (fn) {
-    case CudaBinary::Add:
-      return launch_broadcast<CudaBinary::Add>("broadcast_binary_kernel<Add>", a, la, b, lb, out,
+    case BinaryOp::Add:
+      return launch_broadcast<BinaryOp::Add>("broadcast_binary_kernel<Add>", a, la, b, lb, out,
                                                lo, n);
-    case CudaBinary::Sub:
-      return launch_broadcast<CudaBinary::Sub>("broadcast_binary_kernel<Sub>", a, la, b, lb, out,
+    case BinaryOp::Sub:
+      return launch_broadcast<BinaryOp::Sub>("broadcast_binary_kernel<Sub>", a, la, b, lb, out,
                                                lo, n);
-    case CudaBinary::Mul:
-      return launch_broadcast<CudaBinary::Mul>("broadcast_binary_kernel<Mul>", a, la, b, lb, out,
+    case BinaryOp::Mul:
+      return launch_broadcast<BinaryOp::Mul>("broadcast_binary_kernel<Mul>", a, la, b, lb, out,
                                                lo, n);
-    case CudaBinary::Div:
-      return launch_broadcast<CudaBinary::Div>("broadcast_binary_kernel<Div>", a, la, b, lb, out,
+    case BinaryOp::Div:
+      return launch_broadcast<BinaryOp::Div>("broadcast_binary_kernel<Div>", a, la, b, lb, out,
                                                lo, n);
-    case CudaBinary::TanhGrad:
-      return launch_broadcast<CudaBinary::TanhGrad>("broadcast_binary_kernel<TanhGrad>", a, la, b,
+    case BinaryOp::TanhGrad:
+      return launch_broadcast<BinaryOp::TanhGrad>("broadcast_binary_kernel<TanhGrad>", a, la, b,
                                                     lb, out, lo, n);
-    case CudaBinary::SigmoidGrad:
-      return launch_broadcast<CudaBinary::SigmoidGrad>("broadcast_binary_kernel<SigmoidGrad>", a,
+    case BinaryOp::SigmoidGrad:
+      return launch_broadcast<BinaryOp::SigmoidGrad>("broadcast_binary_kernel<SigmoidGrad>", a,
                                                        la, b, lb, out, lo, n);
-    case CudaBinary::LogSigmoidGrad:
-      return launch_broadcast<CudaBinary::LogSigmoidGrad>("broadcast_binary_kernel<LogSigmoidGrad>",
+    case BinaryOp::LogSigmoidGrad:
+      return launch_broadcast<BinaryOp::LogSigmoidGrad>("broadcast_binary_kernel<LogSigmoidGrad>",
                                                           a, la, b, lb, out, lo, n);
-    case CudaBinary::ReluGrad:
-      return launch_broadcast<CudaBinary::ReluGrad>("broadcast_binary_kernel<ReluGrad>", a, la, b,
+    case BinaryOp::ReluGrad:
+      return launch_broadcast<BinaryOp::ReluGrad>("broadcast_binary_kernel<ReluGrad>", a, la, b,
                                                     lb, out, lo, n);
-    case CudaBinary::SquareGrad:
-      return launch_broadcast<CudaBinary::SquareGrad>("broadcast_binary_kernel<SquareGrad>", a, la,
+    case BinaryOp::SquareGrad:
+      return launch_broadcast<BinaryOp::SquareGrad>("broadcast_binary_kernel<SquareGrad>", a, la,
                                                       b, lb, out, lo, n);
   }
-  throw std::invalid_argument("cuda_broadcast_binary: unknown CudaBinary " +
+  throw std::invalid_argument("cuda_broadcast_binary: unknown BinaryOp " +
                               std::to_string(static_cast<int>(fn)));
 }
 

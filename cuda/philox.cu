@@ -6,8 +6,8 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
-#include "cuda/formulas.h"
-#include "cuda/philox_rounds.h"
+#include "math/formulas.h"
+#include "math/philox_rounds.h"
 
 namespace mg {
 
@@ -21,7 +21,7 @@ __host__ __device__ inline void philox_block(uint64_t seed, uint64_t block, uint
   words[1] = static_cast<uint32_t>(block >> 32);
   words[2] = 0u;
   words[3] = 0u;
-  philox4x32_rounds(words, seed);  // cuda/philox_rounds.h, shared with the CPU
+  philox4x32_rounds(words, seed);  // math/philox_rounds.h, shared with the CPU
 }
 
 // Philox block t of the draw [first, end): the positions of block (first >> 2) + t that lie in the
@@ -38,7 +38,7 @@ __host__ __device__ inline void fill_mask_block(uint64_t seed, uint64_t first, u
     const uint64_t pos = (block << 2) + static_cast<uint64_t>(w);
     if (pos < first || pos >= end) continue;
     const float u = philox_to_uniform(words[w]);
-    out[pos - first] = dropout_mask_entry(u, p, keep_scale);  // cuda/formulas.h
+    out[pos - first] = dropout_mask_entry(u, p, keep_scale);  // math/formulas.h
   }
 }
 

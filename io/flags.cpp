@@ -1,8 +1,9 @@
-#include "lm/flags.h"
+#include "io/flags.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 #include <stdexcept>
@@ -183,6 +184,22 @@ void apply_flag(const FlagTable& table, const std::string& command, const std::s
                               "; see mosgrad " + command + " --help");
 }
 
+std::string flag_default_text(const Flag& f) {
+  std::string def = f.get ? f.get() : "";
+  if (f.value == "true|false" || f.value.empty())
+    return def == "1" ? "true" : def == "0" ? "false" : def;
+  if (def.find_first_of(".e") != std::string::npos) {  // 0.400000006 -> 0.4
+    char* end = nullptr;
+    const double v = std::strtod(def.c_str(), &end);
+    if (end && *end == '\0') {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.6g", v);
+      return buf;
+    }
+  }
+  return def;
+}
+
 std::string flags_help(const FlagTable& table) {
   std::vector<std::string> sections;
   for (const Flag& f : table)
@@ -197,7 +214,8 @@ std::string flags_help(const FlagTable& table) {
       if (f.section != s) continue;
       std::string left = "--" + f.name + (f.value.empty() ? "" : " " + f.value);
       left.resize(std::max(width, left.size()) + 2, ' ');
-      os << "  " << left << f.help << '\n';
+      const std::string def = flag_default_text(f);
+      os << "  " << left << f.help << (def.empty() ? "" : " (default " + def + ")") << '\n';
     }
   }
   return os.str();

@@ -54,7 +54,12 @@ double parse_number_flag(const std::string& flag, const std::string& text);
 void apply_flag(const FlagTable& table, const std::string& command, const std::string& name,
                 const std::string& text);
 
-// The --help text of a table: sections in first-appearance order, one aligned line per flag.
+// A flag's default as --help and docs/cli.md print it: what its get() reads back from the command's
+// defaults (true/false for switches, numbers to 6 digits); empty when the row has no get or no value.
+std::string flag_default_text(const Flag& f);
+
+// The --help text of a table: sections in first-appearance order, one aligned line per flag, each
+// ending with its default (flag_default_text), so that no help line types a default of its own.
 std::string flags_help(const FlagTable& table);
 
 // A command line after the subcommand: --name value, --name=value, and bare switches (names in

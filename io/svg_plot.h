@@ -2,7 +2,7 @@
 // axis, grid, ticks with readable labels (x: 500, 200k, 1.2M, 3B; y: 1-2-5 per decade), one
 // polyline per series, a legend in whichever top corner the data leaves emptier, and a title.
 // Used for the learning curves (lm/learning_curves.h), the rank spectrum and the bottleneck demo
-// (analysis/) and the reproduction figure (cli/reproduce_results.cpp).
+// (analysis/) and the reproduction figure (reproduce/reproduce_results.cpp).
 #pragma once
 
 #include <string>
@@ -11,7 +11,7 @@
 namespace mg {
 
 // The values a plot draws: beyond them a log axis's ends overflow (1.7e308 * 1.08 is infinite).
-// The readers that feed a plot (lm/learning_curves.h, cli/reproduce_results.h) check their numbers
+// The readers that feed a plot (lm/learning_curves.h, reproduce/reproduce_results.h) check their numbers
 // against their own ranges first, naming the file and the line; these are the last limits.
 constexpr double kPlotMin = 1e-300, kPlotMax = 1e300;
 

@@ -5,8 +5,8 @@
 
 #include "autograd/node.h"
 #include "autograd/ops.h"
-#include "dist/processes.h"
-#include "lm/train.h"
+#include "lm/recipe_rules.h"
+#include "mpi/processes.h"
 #include "nn/dropout.h"
 
 namespace mg {

@@ -2,7 +2,7 @@
 // group's forward and backward on its own, the gradients summed group by group in a fixed order.
 // That is gradient accumulation (a group's activations are 1/G of the batch's), and it is what
 // data-parallel training divides among processes: under `mpirun -np N` each process runs G/N whole
-// groups, and the chain of dist/processes.h adds the groups' gradients in the order one process
+// groups, and the chain of mpi/processes.h adds the groups' gradients in the order one process
 // adds them, so the weights are the same bits for every N dividing G (docs/distributed.md).
 //
 // Dimension legend: T time, B batch columns, G groups, H hidden, P all parameters' floats.

@@ -198,7 +198,7 @@ double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
       if (g.is_cuda()) {
-        cuda_unary(CudaUnary::MulScalar, g.data_ptr(), g.data_ptr(), g.numel(), scale);
+        cuda_unary(UnaryOp::MulScalar, g.data_ptr(), g.data_ptr(), g.numel(), scale);
         continue;
       }
       float* d = g.data();

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
-#include "dist/processes.h"
+#include "mpi/processes.h"
 
 namespace mg {
 

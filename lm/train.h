@@ -42,13 +42,4 @@ struct TrainHooks {
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks = {},
                      bool finetune = false);
 
-// The training loss of AWD-LSTM: the mean NLL plus AR, alpha * mean(dropped last-layer output^2),
-// and TAR, beta * mean((h_t - h_{t-1})^2) over the last layer's raw output [T,B,H] (Merity et al.
-// 2017, §4.6). Shared by the trainer and bench/bench_train.cpp.
-Tensor regularised_loss(const ModelOutput& out, float alpha, float beta);
-
-// NT-ASGD's test (AWD-LSTM §3): val_loss is worse than the best of the validation losses before it
-// (history, oldest first) but the last `nonmono`; false while there are at most nonmono.
-bool non_monotone(const std::vector<double>& history, double val_loss, int64_t nonmono);
-
 }  // namespace mg

@@ -33,7 +33,7 @@ GemmPath gemm_path_for(const std::string& gemm, Device device) {
 Flag precision_flag(std::string& precision) {
   return choice_flag(
       "precision", "precision",
-      "operands of the CPU matrix products: fp32 (default) or bf16 (rounded to "
+      "operands of the CPU matrix products: fp32, or bf16 (rounded to "
       "bfloat16, FP32 accumulation; 1.3-1.7x faster training on AMD (Zen 5), slower on Intel's "
       "AVX512_BF16)",
       precision, {"fp32", "bf16"});
@@ -71,14 +71,14 @@ FlagTable reference_path_flags(PathFlags& flags) {
       "reference paths (same numbers to rounding, slower, easier to read and step through)";
   return {
       bool_flag("fused_lstm", section,
-                "the fused LSTM (default) or the step-by-step reference built from ops",
+                "true: the fused LSTM; false: the step-by-step reference built from ops",
                 flags.fused_lstm),
       bool_flag("fused_head", section,
-                "the fused head loss (default) or the plain nll_loss(log_prob(h))",
+                "true: the fused head loss; false: the plain nll_loss(log_prob(h))",
                 flags.fused_head),
       choice_flag(
           "gemm", section,
-          "the packed GEMM (fast, default) or the textbook triple loop (reference, CPU only)",
+          "fast: the packed GEMM; reference: the textbook triple loop (CPU only)",
           flags.gemm, {"fast", "reference"}),
   };
 }
@@ -97,7 +97,7 @@ FlagTable TrainConfig::flag_table() {
   };
   FlagTable table = {
       custom(
-          "preset", "NAME", run, "start from a preset (default small-mos; see `mosgrad presets`)",
+          "preset", "NAME", run, "start from a preset (see `mosgrad presets`)",
           [this](const std::string& v) {
             const auto names = preset_names();
             if (std::find(names.begin(), names.end(), v) == names.end())
@@ -109,8 +109,8 @@ FlagTable TrainConfig::flag_table() {
                 "corpus directory (ptb.*.txt or wiki.*.tokens); else $MOSGRAD_DATA, else data/ptb",
                 data),
       text_flag("save", "DIR", run,
-                "run directory (default runs/<preset>): checkpoint.ckpt, best.ckpt, metrics.jsonl, "
-                "curves.svg",
+                "run directory (runs/<preset> unless given): checkpoint.ckpt, best.ckpt, "
+                "metrics.jsonl, curves.svg",
                 save),
       custom(
           "resume", "", run, "continue from <save>/checkpoint.ckpt exactly where it stopped",

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "lm/flags.h"
+#include "io/flags.h"
 #include "nn/rnn_model.h"
 #include "tensor/gemm.h"
 

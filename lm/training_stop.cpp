@@ -2,7 +2,7 @@
 
 #include <csignal>
 
-#include "dist/processes.h"
+#include "mpi/processes.h"
 
 namespace mg {
 

@@ -3,17 +3,16 @@
 // kernels (cuda/ops_elementwise.cu, cuda/lstm_fused.cu, cuda/philox.cu) call these same functions,
 // so the two devices cannot drift apart: where they still differ it is by the compilers' rounding
 // (contracted multiply-adds), never by a second copy of the math.
-// Like cuda/philox_rounds.h this sits in cuda/, the lowest layer, because both sides include it;
-// without nvcc it is plain C++.
+// Like everything in math/, the lowest layer, both sides include it; without nvcc it is plain C++.
 //
 // Unary<F>{s}(x) is the forward of op F (s: the scalar of AddScalar / MulScalar), Binary<F>{}(a, b)
 // the binary op F; the *Grad ones are backward formulas with (a, b) = (incoming gradient g, the
 // value the forward saved: its output y or its input x).
 #pragma once
 
-#include "cuda/backend.h"
-#include "cuda/host_device.h"
-#include "cuda/scalar_math.h"
+#include "math/host_device.h"
+#include "math/op_kinds.h"
+#include "math/scalar_math.h"
 
 namespace mg {
 
@@ -25,20 +24,20 @@ MG_HOST_DEVICE inline float sigmoid_two_sided(float x) {
   return e / (1.0f + e);
 }
 
-template <CudaUnary F>
+template <UnaryOp F>
 struct Unary;
 template <>
-struct Unary<CudaUnary::Tanh> {  // vtanh (~2 ulp): glibc's tanhf was 2.3% of a small-mos step
+struct Unary<UnaryOp::Tanh> {  // vtanh (~2 ulp): glibc's tanhf was 2.3% of a small-mos step
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return vtanh(x); }
 };
 template <>
-struct Unary<CudaUnary::Sigmoid> {
+struct Unary<UnaryOp::Sigmoid> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return sigmoid_two_sided(x); }
 };
 template <>
-struct Unary<CudaUnary::LogSigmoid> {
+struct Unary<UnaryOp::LogSigmoid> {
   // log σ(x) = min(x, 0) - log(1 + exp(-|x|)): no overflow and no log(0) at either extreme.
   float s;
   MG_HOST_DEVICE float operator()(float x) const {
@@ -46,77 +45,77 @@ struct Unary<CudaUnary::LogSigmoid> {
   }
 };
 template <>
-struct Unary<CudaUnary::Exp> {
+struct Unary<UnaryOp::Exp> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return std::exp(x); }
 };
 template <>
-struct Unary<CudaUnary::Log> {
+struct Unary<UnaryOp::Log> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return std::log(x); }
 };
 template <>
-struct Unary<CudaUnary::Relu> {
+struct Unary<UnaryOp::Relu> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return x > 0 ? x : 0.0f; }
 };
 template <>
-struct Unary<CudaUnary::Square> {
+struct Unary<UnaryOp::Square> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return x * x; }
 };
 template <>
-struct Unary<CudaUnary::AddScalar> {
+struct Unary<UnaryOp::AddScalar> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return x + s; }
 };
 template <>
-struct Unary<CudaUnary::MulScalar> {
+struct Unary<UnaryOp::MulScalar> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return x * s; }
 };
 template <>
-struct Unary<CudaUnary::Neg> {
+struct Unary<UnaryOp::Neg> {
   float s;
   MG_HOST_DEVICE float operator()(float x) const { return -x; }
 };
 
-template <CudaBinary F>
+template <BinaryOp F>
 struct Binary;
 template <>
-struct Binary<CudaBinary::Add> {
+struct Binary<BinaryOp::Add> {
   MG_HOST_DEVICE float operator()(float a, float b) const { return a + b; }
 };
 template <>
-struct Binary<CudaBinary::Sub> {
+struct Binary<BinaryOp::Sub> {
   MG_HOST_DEVICE float operator()(float a, float b) const { return a - b; }
 };
 template <>
-struct Binary<CudaBinary::Mul> {
+struct Binary<BinaryOp::Mul> {
   MG_HOST_DEVICE float operator()(float a, float b) const { return a * b; }
 };
 template <>
-struct Binary<CudaBinary::Div> {
+struct Binary<BinaryOp::Div> {
   MG_HOST_DEVICE float operator()(float a, float b) const { return a / b; }
 };
 template <>
-struct Binary<CudaBinary::TanhGrad> {  // tanh' = 1 - y²
+struct Binary<BinaryOp::TanhGrad> {  // tanh' = 1 - y²
   MG_HOST_DEVICE float operator()(float g, float y) const { return g * (1 - y * y); }
 };
 template <>
-struct Binary<CudaBinary::SigmoidGrad> {  // σ' = y (1 - y)
+struct Binary<BinaryOp::SigmoidGrad> {  // σ' = y (1 - y)
   MG_HOST_DEVICE float operator()(float g, float y) const { return g * y * (1 - y); }
 };
 template <>
-struct Binary<CudaBinary::LogSigmoidGrad> {  // (log σ)'(x) = 1 - σ(x) = σ(-x)
+struct Binary<BinaryOp::LogSigmoidGrad> {  // (log σ)'(x) = 1 - σ(x) = σ(-x)
   MG_HOST_DEVICE float operator()(float g, float x) const { return g * sigmoid_two_sided(-x); }
 };
 template <>
-struct Binary<CudaBinary::ReluGrad> {  // [x > 0]
+struct Binary<BinaryOp::ReluGrad> {  // [x > 0]
   MG_HOST_DEVICE float operator()(float g, float x) const { return x > 0 ? g : 0.0f; }
 };
 template <>
-struct Binary<CudaBinary::SquareGrad> {  // (x²)' = 2x
+struct Binary<BinaryOp::SquareGrad> {  // (x²)' = 2x
   MG_HOST_DEVICE float operator()(float g, float x) const { return 2 * g * x; }
 };
 

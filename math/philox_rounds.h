@@ -1,11 +1,11 @@
 // Philox4x32-10 (Salmon et al. 2011), written once for both devices: tensor/philox.cpp runs it on
 // the CPU and cuda/philox.cu on the GPU, so the two draw the same numbers bit for bit. It sits in
-// cuda/, the lowest layer, because both sides include it; without nvcc it is plain C++.
+// math/, the lowest layer, because both sides include it; without nvcc it is plain C++.
 #pragma once
 
 #include <cstdint>
 
-#include "cuda/host_device.h"
+#include "math/host_device.h"
 
 namespace mg {
 

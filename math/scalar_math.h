@@ -1,10 +1,10 @@
 // exp, log, log1p, sigmoid, tanh and log-sigmoid written once for both devices: branch-free, so
 // that CPU loops using them vectorize (glibc's expf is a scalar call, and softmax-style loops over
 // a 10,000-word vocabulary spend most of their time in it), and __host__ __device__, so that the
-// GPU's kernels compute the very same formulas (cuda/formulas.h, the LSTM's gates, the elementwise
-// maps). tensor/vec_math.h adds the CPU-only parts (AVX-512, the softmax row helpers). Like
-// cuda/philox_rounds.h it sits in cuda/, the lowest layer, because both sides include it; without
-// nvcc it is plain C++. vexp: accuracy ~1 ulp (relative error < 1.2e-7) on [-87.3, 88.7].
+// GPU's kernels compute the very same formulas (math/formulas.h, the LSTM's gates, the elementwise
+// maps). tensor/vec_math.h adds the CPU-only parts (AVX-512, the softmax row helpers). It sits in
+// math/, the lowest layer, because both sides include it; without nvcc it is plain C++.
+// vexp: accuracy ~1 ulp (relative error < 1.2e-7) on [-87.3, 88.7].
 //   exp(x) = 2^n · exp(r),  n = round(x / ln 2),  r = x − n·ln 2 (Cody–Waite, two-part ln 2),
 //   exp(r) = 1 + r + r²·P(r) on |r| ≤ ln2/2 (minimax coefficients as in Cephes' expf).
 #pragma once
@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cuda/host_device.h"
+#include "math/host_device.h"
 
 namespace mg {
 

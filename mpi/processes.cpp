@@ -1,4 +1,4 @@
-#include "dist/processes.h"
+#include "mpi/processes.h"
 
 #include <algorithm>
 #include <cstdlib>

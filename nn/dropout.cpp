@@ -2,7 +2,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
-#include "cuda/formulas.h"
+#include "math/formulas.h"
 #include "nn/embedding.h"
 #include "tensor/kernels.h"
 #include "tensor/not_implemented.h"
@@ -22,7 +22,7 @@ Tensor mask_at(const Shape& shape, float p, uint64_t seed, uint64_t first, Devic
     cuda_dropout_mask(seed, first, n, p, mask.data_ptr());
     return mask;
   }
-  const float keep_scale = dropout_keep_scale(p);  // cuda/formulas.h, as on the GPU
+  const float keep_scale = dropout_keep_scale(p);  // math/formulas.h, as on the GPU
   float* m = mask.data();
   // Each chunk draws its own positions [first + b, first + e) of the stream, so the mask does not
   // depend on how the work is split.

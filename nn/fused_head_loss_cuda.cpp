@@ -70,8 +70,8 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
   }
   // d loss / d log π_nk = -g r_nk / N
   const Tensor d_pi = s.need_pi
-                          ? cuda_map_unary(CudaUnary::MulScalar,
-                                           cuda_map_binary("fused_mixture_nll", CudaBinary::Mul,
+                          ? cuda_map_unary(UnaryOp::MulScalar,
+                                           cuda_map_binary("fused_mixture_nll", BinaryOp::Mul,
                                                            reshape(s.resp, {N, s.K}), g_dev),
                                            -inv_n)
                           : Tensor();
@@ -109,7 +109,7 @@ Tensor fused_mixture_nll_cuda(const Tensor& ctx_in, const Tensor& W_in, const Te
                 s.resp.data_ptr(), nll.data_ptr());
   Tensor total = Tensor::empty({}, Device::CUDA);
   cuda_sum_all(nll.data_ptr(), N, total.data_ptr());
-  Tensor out = cuda_map_unary(CudaUnary::MulScalar, total, 1.0f / static_cast<float>(N));
+  Tensor out = cuda_map_unary(UnaryOp::MulScalar, total, 1.0f / static_cast<float>(N));
   s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(),
   s.need_b = b_in.requires_grad();
   s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();

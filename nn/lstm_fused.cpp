@@ -18,7 +18,7 @@
 
 #include "autograd/ops.h"
 #include "cuda/backend.h"
-#include "cuda/formulas.h"
+#include "math/formulas.h"
 #include "nn/gate_stats.h"
 #include "nn/lstm.h"
 #include "tensor/gemm.h"
@@ -42,7 +42,7 @@ int team_size(int64_t B, int64_t H) {
 }
 
 // The gate pass of one batch row over n hidden units (Hochreiter & Schmidhuber 1997, with the
-// forget gate of Gers et al. 2000; the cell's formula, lstm_cell_forward, is cuda/formulas.h's,
+// forget gate of Gers et al. 2000; the cell's formula, lstm_cell_forward, is math/formulas.h's,
 // which the GPU's kernels call too). z points at the row's pre-activations [4H], offset to the
 // first unit, gate block q at z + q*H; they are overwritten with the activations, which is all
 // backward needs. Plain loops over restrict pointers, so that the compiler vectorizes them.

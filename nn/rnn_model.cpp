@@ -182,4 +182,9 @@ ModelOutput RNNModel::forward(const std::vector<int64_t>& ids, int64_t T, int64_
   return out;
 }
 
+ComputePathsScope::ComputePathsScope(const ComputePaths& paths, RNNModel* model)
+    : gemm_(paths.gemm), precision_(paths.precision) {
+  if (model) model->paths = paths;
+}
+
 }  // namespace mg

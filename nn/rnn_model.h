@@ -76,4 +76,16 @@ class RNNModel : public Module {
       dropout_gen;  // every dropout mask comes from here; saved in checkpoints for exact resume
 };
 
+// Applies paths: the GEMM's path and precision (process-wide, tensor/gemm.h) for this object's
+// lifetime, restored when it ends, and, given a model, the model's own (RNNModel::paths: its LSTM
+// and head), which stay with the model.
+class ComputePathsScope {
+ public:
+  explicit ComputePathsScope(const ComputePaths& paths, RNNModel* model = nullptr);
+
+ private:
+  GemmPathScope gemm_;
+  GemmPrecisionScope precision_;
+};
+
 }  // namespace mg

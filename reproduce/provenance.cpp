@@ -1,5 +1,5 @@
-// Provenance of a result (cli/provenance.h).
-#include "cli/provenance.h"
+// Provenance of a result (reproduce/provenance.h).
+#include "reproduce/provenance.h"
 
 #include <sys/resource.h>
 

@@ -1,6 +1,6 @@
 // The plan runner, top to bottom: check everything, lock DIR, then for each run and each stage:
 // skip it when results.jsonl has its line, else run it, append its line, redraw the report.
-#include "cli/reproduce.h"
+#include "reproduce/reproduce.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,12 +9,7 @@
 #include <memory>
 
 #include "analysis/rank.h"
-#include "cli/commands.h"
-#include "cli/provenance.h"
-#include "cli/reproduce_files.h"
-#include "cli/reproduce_results.h"
 #include "cuda/backend.h"
-#include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/run_lock.h"
 #include "io/strf.h"
@@ -22,7 +17,12 @@
 #include "lm/corpus.h"
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
+#include "lm/pointer.h"
 #include "lm/train.h"
+#include "mpi/processes.h"
+#include "reproduce/provenance.h"
+#include "reproduce/reproduce_files.h"
+#include "reproduce/reproduce_results.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
@@ -82,10 +82,21 @@ std::string joined(const std::vector<std::string>& a) {
   return s;
 }
 
-TrainConfig parse_args(const std::vector<std::string>& args) {
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  return parse_command(static_cast<int>(argv.size()), argv.data()).train;
+// The stage's TrainConfig from its command line (train_args), built as `mosgrad train` builds it:
+// the preset's config, each flag in order through TrainConfig::set (a bare --resume: true), the
+// compute paths checked against the machine and the data directory resolved.
+TrainConfig stage_config(const std::vector<std::string>& args) {
+  std::string preset = "small-mos";
+  for (size_t i = 2; i + 1 < args.size(); ++i)
+    if (args[i] == "--preset") preset = args[i + 1];
+  TrainConfig cfg = preset_config(preset);
+  for (size_t i = 2; i < args.size(); ++i) {
+    const std::string name = args[i].substr(2);  // every word here is --name or its value
+    cfg.set(name, name == "resume" ? "true" : args.at(++i));
+  }
+  compute_paths(cfg.paths, cfg.device);
+  cfg.data = resolve_data_dir(cfg.data);
+  return cfg;
 }
 
 std::shared_ptr<RNNModel> load_final(const std::string& dir) {
@@ -115,7 +126,7 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
       copy_file_atomically(dir + "/train_best.ckpt", dir + "/best.ckpt");
     const std::vector<std::string> args = train_args(c, run, finetune, resume);
     command = joined(args);
-    const TrainConfig cfg = parse_args(args);
+    const TrainConfig cfg = stage_config(args);
     // The device the stage's own flags chose, not the option: what the record says is what ran.
     rec.add("device", cfg.device == Device::CUDA ? cuda_device_description() : "cpu");
     const TrainResult r = train_lm(cfg, *c.corpus, {c.display, nullptr}, finetune);
@@ -180,8 +191,8 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
   return true;
 }
 
-// Further seeds of the plan's heads (cli/reproduce_plan.h): those a results file or a run directory
-// that reproduce made for this plan (cli/reproduce_files.h; any other directory is left alone)
+// Further seeds of the plan's heads (reproduce/reproduce_plan.h): those a results file or a run directory
+// that reproduce made for this plan (reproduce/reproduce_files.h; any other directory is left alone)
 // already holds, so that the table and a plain continuation include them (a run stopped in its
 // training stage has a directory but no line yet), and those --runs asks for (with --report only
 // checked: it draws what is there). Any other --runs name is refused, listing what is allowed.
@@ -279,7 +290,6 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   PathFlags path_flags;                // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
-  if (options.threads > 0) set_num_threads(static_cast<int>(options.threads));
   fs::create_directories(c.out + "/runs");
   std::unique_ptr<RunLock> lock;
   try {

@@ -1,7 +1,7 @@
-// `mosgrad reproduce --plan NAME --out DIR`: runs a comparison plan (cli/reproduce_plan.h) stage by
+// `mosgrad reproduce --plan NAME --out DIR`: runs a comparison plan (reproduce/reproduce_plan.h) stage by
 // stage, each run through train -> finetune -> dyneval -> pointer -> rank, and keeps the results
 // in DIR:
-//   results.jsonl      one line per finished stage (cli/reproduce_results.h): the plan's memory
+//   results.jsonl      one line per finished stage (reproduce/reproduce_results.h): the plan's memory
 //   results.md         the tables, rewritten after every stage (and by --report at any time)
 //   valid_curves.svg   validation perplexity per epoch of every head, with the seed band
 //   runs/<head>-s<seed>/  each run's directory as `mosgrad train` makes it (checkpoints, metrics)
@@ -21,9 +21,9 @@
 #include <string>
 #include <vector>
 
-#include "cli/reproduce_plan.h"
-#include "cli/reproduce_results.h"
 #include "lm/progress.h"
+#include "reproduce/reproduce_plan.h"
+#include "reproduce/reproduce_results.h"
 
 namespace mg {
 
@@ -31,7 +31,7 @@ struct ReproduceOptions {
   std::string plan;               // --plan (required)
   std::string out;                // --out (default runs/reproduce-<plan>)
   std::string data;               // --data (resolve_data_dir)
-  int64_t threads = 0;            // --threads (0: all cores)
+  int64_t threads = 0;            // --threads (0: all cores), applied by mosgrad once parsed
   std::string device = "cpu";     // --device: where train and finetune run (cpu | cuda)
   bool report = false;            // --report: only rewrite results.md and valid_curves.svg
   std::vector<std::string> runs;  // --runs: only these runs ("mos-s1,..."; a further seed adds one)
@@ -46,7 +46,7 @@ struct ReproduceSummary {
 // Throws std::invalid_argument for more than one process, an unknown plan or an unusable --out,
 // before any work; and std::runtime_error when DIR holds another plan's results, results of
 // another precision (results_precision), a bad line (read_results), a file reproduce did not
-// write where it would write one (cli/reproduce_files.h), or a process is already running there.
+// write where it would write one (reproduce/reproduce_files.h), or a process is already running there.
 // --report on a DIR without results is refused: a table is never redrawn from nothing.
 ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay* display,
                                const std::function<void(const std::string&)>& say);

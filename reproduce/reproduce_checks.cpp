@@ -1,13 +1,13 @@
-// What `mosgrad reproduce` checks before any work (cli/reproduce.h): one precision per results
+// What `mosgrad reproduce` checks before any work (reproduce/reproduce.h): one precision per results
 // directory and per run, and that every run it will touch can go on from where it stopped.
 #include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
-#include "cli/reproduce.h"
-#include "cli/reproduce_files.h"
 #include "io/atomic_file.h"
 #include "io/read_file.h"
+#include "reproduce/reproduce.h"
+#include "reproduce/reproduce_files.h"
 #include "tensor/gemm.h"
 
 namespace mg {

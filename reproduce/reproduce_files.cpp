@@ -1,5 +1,5 @@
-// What `mosgrad reproduce` may replace or remove in its --out DIR (cli/reproduce_files.h).
-#include "cli/reproduce_files.h"
+// What `mosgrad reproduce` may replace or remove in its --out DIR (reproduce/reproduce_files.h).
+#include "reproduce/reproduce_files.h"
 
 #include <cmath>
 #include <filesystem>

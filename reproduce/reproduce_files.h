@@ -1,4 +1,4 @@
-// What `mosgrad reproduce` (cli/reproduce.h) may replace or remove in its --out DIR, and how it
+// What `mosgrad reproduce` (reproduce/reproduce.h) may replace or remove in its --out DIR, and how it
 // reads a run's metrics back. The rule: reproduce replaces or removes only files it can prove it
 // wrote; anything else is refused before any work, naming the path and what to do.
 //   DIR/runs/<run>/         proven by its marker (made_by_reproduce, written first when reproduce
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/reproduce_plan.h"
-#include "cli/reproduce_results.h"
+#include "reproduce/reproduce_plan.h"
+#include "reproduce/reproduce_results.h"
 
 namespace mg {
 

@@ -1,4 +1,4 @@
-#include "cli/reproduce_plan.h"
+#include "reproduce/reproduce_plan.h"
 
 #include <algorithm>
 #include <stdexcept>

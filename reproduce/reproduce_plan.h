@@ -1,4 +1,4 @@
-// The comparison plans of `mosgrad reproduce` (cli/reproduce.h): which heads, which seeds, which
+// The comparison plans of `mosgrad reproduce` (reproduce/reproduce.h): which heads, which seeds, which
 // model and recipe, which stages. Every head of a plan trains with the same flags (same d, same
 // LSTM, same regularisation, same epochs); only the head (head_flags below) and --seed differ
 // between its runs.

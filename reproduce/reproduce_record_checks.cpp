@@ -1,13 +1,13 @@
 // Every number of a results.jsonl line that the tables and the figure read, checked against its
-// range (cli/reproduce_results.h: check_stage_record). The file is written whole by `reproduce`,
+// range (reproduce/reproduce_results.h: check_stage_record). The file is written whole by `reproduce`,
 // so a number out of range means it was edited or damaged: an error naming the line and the
 // field, rather than a table showing -5.00 or a figure with NaN coordinates.
 #include <cmath>
 #include <stdexcept>
 
-#include "cli/reproduce_results.h"
 #include "io/strf.h"
 #include "io/svg_plot.h"
+#include "reproduce/reproduce_results.h"
 
 namespace mg {
 

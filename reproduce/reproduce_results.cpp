@@ -1,4 +1,4 @@
-#include "cli/reproduce_results.h"
+#include "reproduce/reproduce_results.h"
 
 #include <algorithm>
 #include <cmath>
@@ -178,7 +178,7 @@ double best_by(const std::vector<StageRecord>& records, const std::string& run, 
 
 // The share of its cores a stage's process had: CPU seconds over wall seconds times threads (NaN
 // for a line written before cpu_s was recorded, or a stage that ran on a GPU). A run alone keeps
-// it near 1, since OpenMP's waiting threads spin (cli/provenance.h).
+// it near 1, since OpenMP's waiting threads spin (reproduce/provenance.h).
 double core_share(const StageRecord* r) {
   if (!r || on_gpu(r)) return kNaN;
   const double cpu = r->number("cpu_s"), wall = r->number("wall_s"), threads = r->number("threads");

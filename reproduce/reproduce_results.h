@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/reproduce_plan.h"
 #include "io/json.h"
+#include "reproduce/reproduce_plan.h"
 
 namespace mg {
 

@@ -1,9 +1,10 @@
 // Small loop helpers shared by the op files (autograd/ops_*.cpp) and the fused layers (nn/): an
-// elementwise map over one or two same-shaped tensors, and the [outer, n, inner] split that lets
-// one kernel reduce over any dimension. They know nothing of the graph, so they live in tensor/.
+// elementwise map over one or two same-shaped tensors (the [outer, n, inner] split that lets one
+// kernel reduce over any dimension is tensor/shape.h's split_at). They know nothing of the graph,
+// so they live in tensor/.
 #pragma once
 
-#include "cuda/formulas.h"
+#include "math/formulas.h"
 #include "tensor/kernels_cuda.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
@@ -17,10 +18,6 @@ constexpr int64_t kElementwiseGrain = 16384;
 // through a reference (a scale, a probability, a functor's member) might be the very float a store
 // writes, so GCC reloads it after every store and gives up vectorizing. The bodies therefore copy
 // what they read into locals first (checked with -fopt-info-vec).
-
-inline Tensor contiguous_data(const Tensor& t) {
-  return t.is_contiguous() ? t : copy_contiguous(t);
-}
 
 // out[i] = f(x[i]); out is a fresh contiguous tensor of x's shape.
 template <typename F>
@@ -52,37 +49,19 @@ Tensor map_binary(const Tensor& a_in, const Tensor& b_in, F f) {
   return out;
 }
 
-// The two maps on either device, for the ops whose formula is written once in cuda/formulas.h:
+// The two maps on either device, for the ops whose formula is written once in math/formulas.h:
 // the CPU loop above runs Unary<F> / Binary<F>, the GPU the kernel of the same F
 // (cuda/ops_elementwise.cu), chosen by where the input lives.
-template <CudaUnary F>
+template <UnaryOp F>
 Tensor map_unary_on(const Tensor& x, float scalar = 0.0f) {
   return x.is_cuda() ? cuda_map_unary(F, x, scalar) : map_unary(x, Unary<F>{scalar});
 }
-template <CudaBinary F>
+template <BinaryOp F>
 Tensor map_binary_on(const Tensor& a, const Tensor& b) {
   if (a.is_cuda() || b.is_cuda()) return cuda_map_binary("map_binary", F, a, b);
   return map_binary(a, b, Binary<F>{});
 }
 
-// A contiguous tensor seen as [outer, n, inner] around dimension `dim` (n = size of dim): every
-// reduction/softmax over `dim` is a loop over (outer, inner) pairs of length-n lines of stride
-// inner.
-struct DimSplit {
-  int64_t outer = 1, n = 1, inner = 1;
-};
-inline DimSplit split_at(const Shape& shape, int dim) {
-  DimSplit s;
-  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
-    if (d < dim)
-      s.outer *= shape[d];
-    else if (d == dim)
-      s.n = shape[d];
-    else
-      s.inner *= shape[d];
-  }
-  return s;
-}
 
 // The shape after reducing `dim` (kept as size 1 when keepdim).
 inline Shape reduced_shape(const Shape& shape, int dim, bool keepdim) {

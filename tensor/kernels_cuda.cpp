@@ -1,6 +1,6 @@
 #include "tensor/kernels_cuda.h"
 
-#include "tensor/kernels.h"
+#include "tensor/shape.h"
 
 namespace mg {
 
@@ -11,14 +11,14 @@ CudaSplit cuda_split(const Shape& shape, int dim) {
   return c;
 }
 
-Tensor cuda_map_unary(CudaUnary fn, const Tensor& x_in, float scalar) {
+Tensor cuda_map_unary(UnaryOp fn, const Tensor& x_in, float scalar) {
   const Tensor x = contiguous_data(x_in);
   Tensor out = Tensor::empty(x.shape(), Device::CUDA);
   cuda_unary(fn, x.data_ptr(), out.data_ptr(), x.numel(), scalar);
   return out;
 }
 
-Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a_in,
+Tensor cuda_map_binary(const std::string& op, BinaryOp fn, const Tensor& a_in,
                        const Tensor& b_in) {
   check_same_device(op, {a_in, b_in});
   if (a_in.shape() == b_in.shape()) {

@@ -15,9 +15,9 @@ namespace mg {
 CudaSplit cuda_split(const Shape& shape, int dim);
 
 // out = fn(x, scalar) elementwise; a fresh contiguous tensor on the GPU.
-Tensor cuda_map_unary(CudaUnary fn, const Tensor& x, float scalar = 0.0f);
+Tensor cuda_map_unary(UnaryOp fn, const Tensor& x, float scalar = 0.0f);
 // out = fn(a, b) with numpy broadcasting (op names the caller in shape errors).
-Tensor cuda_map_binary(const std::string& op, CudaBinary fn, const Tensor& a, const Tensor& b);
+Tensor cuda_map_binary(const std::string& op, BinaryOp fn, const Tensor& a, const Tensor& b);
 
 // Token ids or targets copied to the GPU once per op (and freed with the op's graph).
 class DeviceIndices {

@@ -2,12 +2,12 @@
 
 #include <cmath>
 
-#include "cuda/philox_rounds.h"
+#include "math/philox_rounds.h"
 
 namespace mg {
 
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> ctr, uint64_t key64) {
-  philox4x32_rounds(ctr.data(), key64);  // cuda/philox_rounds.h: the one definition of the rounds
+  philox4x32_rounds(ctr.data(), key64);  // math/philox_rounds.h: the one definition of the rounds
   return ctr;
 }
 

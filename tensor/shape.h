@@ -22,6 +22,25 @@ int64_t numel_of(const Shape& shape);
 // Row-major strides for a shape: the last dimension is contiguous.
 Shape contiguous_strides(const Shape& shape);
 
+// A contiguous tensor seen as [outer, n, inner] around dimension `dim` (n = size of dim): every
+// reduction/softmax over `dim` is a loop over (outer, inner) pairs of length-n lines of stride
+// inner.
+struct DimSplit {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+inline DimSplit split_at(const Shape& shape, int dim) {
+  DimSplit s;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d < dim)
+      s.outer *= shape[d];
+    else if (d == dim)
+      s.n = shape[d];
+    else
+      s.inner *= shape[d];
+  }
+  return s;
+}
+
 // numpy/PyTorch broadcasting: align from the right, sizes must match or be 1.
 // Throws "op: cannot broadcast [a] with [b]".
 Shape broadcast_shapes(const std::string& op, const Shape& a, const Shape& b);

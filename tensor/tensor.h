@@ -134,6 +134,11 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
 
 // Copies a strided tensor into a fresh contiguous one (no autograd; the op `contiguous` wraps it).
 Tensor copy_contiguous(const Tensor& t);
+// t itself when its data is already row-major and contiguous, else copy_contiguous(t): what a
+// kernel reads through a raw pointer.
+inline Tensor contiguous_data(const Tensor& t) {
+  return t.is_contiguous() ? t : copy_contiguous(t);
+}
 // Rows [i0, i1) of the transpose of a matrix stored as C rows of ld floats:
 // dst[i * C + j] = src[j * ld + i] (dst [.., C], row-major). Tiled, with 8 x 8 AVX2 blocks where the
 // CPU has them; copy_contiguous of a transposed view runs it in parallel.

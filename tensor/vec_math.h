@@ -1,6 +1,6 @@
 // The CPU-only parts of the vectorizable math: vexp on 16 floats with AVX-512 and the row helpers
 // of softmax (row_max, sum_exp). The scalar formulas (vexp, vlog, vlog1p,
-// vsigmoid, vtanh, vlog_sigmoid) are in cuda/scalar_math.h, written once for the CPU and the GPU.
+// vsigmoid, vtanh, vlog_sigmoid) are in math/scalar_math.h, written once for the CPU and the GPU.
 #pragma once
 
 #include <algorithm>
@@ -10,7 +10,7 @@
 #include <immintrin.h>
 #endif
 
-#include "cuda/scalar_math.h"
+#include "math/scalar_math.h"
 
 namespace mg {
 

@@ -1,28 +1,20 @@
 #!/usr/bin/env bash
 # The course kit (docs/course/README.md): the student tree, the grader, and the checks of both.
 #
-#   tools/course.sh student OUT [LABS]   copy this repository to OUT with the solution regions of
-#                                        LABS (e.g. 3,4; default all; none: no lab, the copy the
-#                                        fairness check plants its bugs in) replaced by stubs
-#                                        (`make student`)
-#   tools/course.sh grade [LAB] [--json FILE]
-#                                        run each task's tests in this tree (build/release/grade_tests)
-#                                        and print the table of points (`make grade`)
-#   tools/course.sh check                lab by lab: a tree with only lab N stubbed must fail exactly
-#                                        lab N's tasks and pass every other lab's tasks up to N - 1,
-#                                        so no lab's tests lean on a later lab; then `fairness`,
-#                                        `mutants` and `figures` (`make course-check`)
-#   tools/course.sh fairness [MUTATION...]
-#                                        a wrong answer, then a stub, planted in one task's region
-#                                        alone must fail that task and no other of its lab or of
-#                                        an earlier lab (tools/course_fairness.sh)
-#   tools/course.sh mutants [ARGS]       the mutations of tools/mutations.txt inside a region must
-#                                        fail that task's tests (a wrong answer loses the points)
-#   tools/course.sh figures              every command of the lab pages runs and prints the
-#                                        figures the pages show
-#   tools/course.sh region-mutations OUT [LIST...]
-#                                        write the mutations of LIST (tools/mutations.txt) that
-#                                        fall inside a region, each marked with its task
+#   tools/course.sh student OUT [LABS]  (`make student`) copy this repository to OUT with the solution
+#       regions of LABS (e.g. 3,4; default all; none: the copy the fairness check plants bugs in) stubbed
+#   tools/course.sh grade [LAB] [--json FILE]  (`make grade`) run each task's tests in this tree
+#       (build/release/grade_tests) and print the table of points
+#   tools/course.sh check  (`make course-check`) lab by lab: a tree with only lab N stubbed must fail
+#       exactly lab N's tasks and pass every other lab's up to N - 1 (no lab's tests lean on a later
+#       lab); then `fairness`, `mutants` and `figures`
+#   tools/course.sh fairness [MUTATION...]  a wrong answer, then a stub, planted in one task's region
+#       alone must fail that task and no other of its lab or an earlier one (tools/course_fairness.sh)
+#   tools/course.sh mutants [ARGS]  the mutations of tools/mutations.txt inside a region must fail
+#       that task's tests (a wrong answer loses the points)
+#   tools/course.sh figures  every command of the lab pages runs and prints the figures they show
+#   tools/course.sh region-mutations OUT [LIST...]  write the mutations of LIST that fall inside a
+#       region, each marked with its task
 #
 # A solution region is the lines between `// TASK <id>: <hint>` and `// END TASK <id>` (tasks in
 # docs/course/tasks.txt). The student tree keeps both marker lines and gets, in between, one call
@@ -131,7 +123,7 @@ student() {
   # library's own code outside the regions has the same line: loop headers and declarations that
   # many functions share are scaffolding, not the solution.
   local scaffolding=$REMOVED.scaffolding leaks=0 line
-  (cd "$out" && find cuda tensor autograd nn io lm analysis cli -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 2> /dev/null |
+  (cd "$out" && find math cuda mpi tensor autograd nn io lm analysis reproduce cli -type f \( -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print0 2> /dev/null |
     xargs -0 sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' | sort -u) > "$scaffolding"
   while IFS= read -r line; do
     line=$(sed -E 's/^[[:space:]]+//; s/[[:space:]]+$//' <<< "$line")

@@ -7,7 +7,7 @@
 # off-by-one in time, a dropped term, a wrong mask axis, a missing scale), each as exact text edits
 # of library sources. For each one this script applies the edits to a private copy of the sources
 # (build/mutate/src), rebuilds only the mutated object there (build/mutate/obj; for a mutated header,
-# cuda/formulas.h, the objects that include it), runs the tests the
+# math/formulas.h, the objects that include it), runs the tests the
 # mutation names, and restores the copy; then it prints one row: the mutation, its file:line, and
 # the test that killed it, or SURVIVED. The working tree and build/release are never touched, so a
 # Ctrl-C or a crash cannot leave a mutated source behind, and `make test` is not disturbed.
@@ -237,7 +237,7 @@ save() {
   headers=()
   for f in "$@"; do
     saved+=("$SRC/$f")
-    # A header (cuda/formulas.h: the formulas both devices share) has no object of its own: make
+    # A header (math/formulas.h: the formulas both devices share) has no object of its own: make
     # rebuilds what includes it, and restore() touches it afterwards so those objects are rebuilt
     # from the restored header before the next mutant.
     if [[ $f == *.cpp ]]; then saved+=("$OBJ/${f%.cpp}.o"); else headers+=("$SRC/$f"); fi

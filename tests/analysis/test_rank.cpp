@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "analysis/rank.h"
+#include "analysis/svd.h"
 #include "autograd/node.h"
 #include "lm/batching.h"
 #include "tensor/parallel.h"

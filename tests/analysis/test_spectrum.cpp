@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "analysis/spectrum.h"
+#include "analysis/svd.h"
 #include "tensor/philox.h"
 
 using namespace mg;

@@ -1,4 +1,4 @@
-// The flag tables (lm/flags.h): every bad value is one clear error naming the flag, the value and
+// The flag tables (io/flags.h): every bad value is one clear error naming the flag, the value and
 // what is allowed, before any work starts; docs/cli.md is the flag tables' own output; and the
 // trainer refuses what would lose a user's run or score the wrong thing.
 #include <gtest/gtest.h>

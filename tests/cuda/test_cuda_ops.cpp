@@ -165,7 +165,7 @@ TEST(CudaOps, ElementwiseAndBroadcasting) {
   expect_same_on_gpu("square", [](auto& x) { return square(x[0]); }, {a});
 }
 
-// The formulas are written once (cuda/formulas.h) and both devices run them, vtanh included (the
+// The formulas are written once (math/formulas.h) and both devices run them, vtanh included (the
 // GPU had its own tanhf until 2026-11). Over 2^20 inputs per formula, forward and derivative, the
 // GPU's numbers are the CPU's to a few ulp: what remains is the compilers' contraction of
 // multiply-adds and, for exp/log/log1p, the two math libraries. The test prints the share that is

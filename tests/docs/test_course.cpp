@@ -176,7 +176,8 @@ TEST(Course, StudentRefusesAnOutInsideTheCheckout) {
   fs::create_directories(root / "build");
   fs::copy_file(kSourceDir + "/tools/course.sh", root / "tools/course.sh");
   fs::copy_file(kSourceDir + "/docs/course/tasks.txt", root / "docs/course/tasks.txt");
-  for (const char* dir : {"cuda", "tensor", "autograd", "nn", "io", "lm", "analysis", "cli"}) {
+  for (const char* dir : {"math", "cuda", "mpi", "tensor", "autograd", "nn", "io", "lm", "analysis",
+                          "reproduce", "cli"}) {
     fs::create_directories(root / dir);
     std::ofstream(root / dir / "x.h") << "#pragma once\n";
   }

@@ -58,7 +58,7 @@ TEST(Tutorial, EveryMosgradCommandParses) {
 TEST(Tutorial, EveryFileItNamesExists) {
   const std::string text = tutorial();
   const std::regex path(
-      R"(`((?:autograd|nn|lm|tensor|tools|tests|docs|io|cuda)/[A-Za-z0-9_./-]+))");
+      R"(`((?:math|cuda|mpi|tensor|autograd|nn|io|lm|analysis|reproduce|cli|tools|tests|docs)/[A-Za-z0-9_./-]+))");
   int files = 0;
   for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator();
        ++it) {

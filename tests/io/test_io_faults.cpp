@@ -17,11 +17,11 @@
 #include <string>
 #include <vector>
 
-#include "cli/reproduce_results.h"
 #include "io/file_ops.h"
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/train_state.h"
+#include "reproduce/reproduce_results.h"
 #include "tests/fuzz/model_seeds.h"
 #include "tests/test_util.h"
 

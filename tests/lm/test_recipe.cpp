@@ -17,6 +17,7 @@
 #include "io/read_file.h"
 #include "lm/batching.h"
 #include "lm/dyneval.h"
+#include "lm/recipe_rules.h"
 #include "lm/train.h"
 #include "tensor/parallel.h"
 #include "tensor/philox.h"

@@ -8,6 +8,7 @@
 #include "autograd/ops.h"
 #include "io/checkpoint.h"
 #include "lm/batching.h"
+#include "lm/recipe_rules.h"
 #include "lm/train.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"

@@ -1,16 +1,14 @@
-// `mosgrad reproduce` (cli/reproduce.h): the quick plan end to end on a PTB slice — every run
+// `mosgrad reproduce` (reproduce/reproduce.h): the quick plan end to end on a PTB slice — every run
 // through every stage, one line each in results.jsonl, the tables and the figure drawn from them;
 // a second call redoes nothing; a plan stopped in a training stage continues exactly; a further
 // seed joins its head's table; --device cuda trains on the GPU. Refusals and the results file's
-// round trip are in tests/cli/test_reproduce_files.cpp.
+// round trip are in tests/reproduce/test_reproduce_files.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <set>
 
-#include "cli/reproduce.h"
-#include "cli/reproduce_results.h"
 #include "cuda/backend.h"
 #include "io/read_file.h"
 #include "lm/batching.h"
@@ -19,6 +17,8 @@
 #include "lm/evaluate.h"
 #include "lm/model_io.h"
 #include "lm/train.h"
+#include "reproduce/reproduce.h"
+#include "reproduce/reproduce_results.h"
 #include "tensor/parallel.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"

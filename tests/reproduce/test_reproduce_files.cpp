@@ -1,16 +1,16 @@
-// `mosgrad reproduce` (cli/reproduce.h) refusing what it cannot do and reading back what it wrote:
+// `mosgrad reproduce` (reproduce/reproduce.h) refusing what it cannot do and reading back what it wrote:
 // bad requests and a damaged results file are clear errors before any work, a results directory
 // keeps one precision, and results.jsonl round-trips into the tables that summarise seeds. The
-// quick plan end to end is in tests/cli/test_reproduce.cpp.
+// quick plan end to end is in tests/reproduce/test_reproduce.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 
-#include "cli/reproduce.h"
-#include "cli/reproduce_results.h"
 #include "io/run_lock.h"
 #include "lm/corpus.h"
+#include "reproduce/reproduce.h"
+#include "reproduce/reproduce_results.h"
 #include "tensor/gemm.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"

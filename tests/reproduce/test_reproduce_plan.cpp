@@ -1,15 +1,15 @@
-// The plans of `mosgrad reproduce` (cli/reproduce_plan.h) without data: which flags make each head
+// The plans of `mosgrad reproduce` (reproduce/reproduce_plan.h) without data: which flags make each head
 // of a plan, and which further seeds --runs may add; and the report's figure of made-up curves.
-// The plans run end to end in tests/cli/test_reproduce.cpp (with PTB).
+// The plans run end to end in tests/reproduce/test_reproduce.cpp (with PTB).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
-#include "cli/reproduce_plan.h"
-#include "cli/reproduce_results.h"
 #include "io/json.h"
+#include "reproduce/reproduce_plan.h"
+#include "reproduce/reproduce_results.h"
 
 using namespace mg;
 

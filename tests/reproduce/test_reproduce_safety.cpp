@@ -1,4 +1,4 @@
-// What `mosgrad reproduce` (cli/reproduce.h, cli/reproduce_files.h) refuses to destroy or to draw
+// What `mosgrad reproduce` (reproduce/reproduce.h, reproduce/reproduce_files.h) refuses to destroy or to draw
 // from: a run directory it did not make, a table or figure it did not write, a results line or a
 // metrics line out of range, no results at all, and more than one process. All before any work,
 // so none of these needs PTB or trains anything.
@@ -6,10 +6,10 @@
 
 #include <filesystem>
 
-#include "cli/reproduce.h"
-#include "cli/reproduce_files.h"
-#include "cli/reproduce_results.h"
 #include "lm/training_stop.h"
+#include "reproduce/reproduce.h"
+#include "reproduce/reproduce_files.h"
+#include "reproduce/reproduce_results.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 

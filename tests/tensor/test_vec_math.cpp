@@ -149,7 +149,7 @@ TEST(VecMath, Exp16IsExpAtMost64BitForBitOverTheNormalRange) {
 }
 #endif
 
-// select_float (cuda/scalar_math.h) is `c ? a : b` bit for bit, signed zeros and NaNs included;
+// select_float (math/scalar_math.h) is `c ? a : b` bit for bit, signed zeros and NaNs included;
 // and the functions built on it keep a NaN a NaN (anomaly mode looks for them).
 TEST(VecMath, SelectFloatIsTheConditionalAndNaNsPassThrough) {
   // Read through volatile, so that the compiler cannot fold the calls at compile time.

@@ -1,0 +1,157 @@
+// The steps around train_lm's loop that act on the run (lm/train_run.h says what each does).
+#include "lm/train_run.h"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include "cuda/backend.h"
+#include "lm/column_groups.h"
+#include "lm/evaluate.h"
+#include "lm/recipe_rules.h"
+#include "lm/run_checks.h"
+#include "tensor/gemm.h"
+#include "tensor/parallel.h"
+
+namespace mg {
+
+double validation_loss(const Run& r, RNNModel& model) {
+  return evaluate(model, r.val_data, r.cfg.bptt,
+                  validation_groups(r.cfg.grad_groups, r.cfg.eval_batch_size))
+      .loss;
+}
+
+// Validation of the weights reached (ASGD's averaged ones). st.best_val follows this run's best;
+// the weights replace best.ckpt only when they beat the file. Returns the loss and whether
+// best.ckpt now holds as good a model (saved now, or equal to it: an epoch replayed after a crash
+// that came between saving best.ckpt and the state).
+std::pair<double, bool> validate_and_keep_best(Run& r) {
+  Optimizer& opt = *r.opt;
+  TrainState& st = r.st;
+  BestModelFile& best = r.best;
+  const Vocab& vocab = r.corpus.vocab;
+  const std::string& state_path = r.files.state;
+  opt.swap_in_average();
+  const double val_loss = validation_loss(r, r.model);
+  if (!(val_loss <= diverged_loss(vocab.size())))
+    throw std::runtime_error(
+        diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
+  if (val_loss < st.best_val) st.best_val = val_loss;
+  const bool keep = val_loss < best.loss;
+  if (keep) {
+    if (r.writes_files)
+      save_model(best.path, r.model, vocab,
+                 {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
+    best.loss = val_loss;
+  } else if (val_loss <= st.best_val && best.loss < val_loss) {
+    r.say("valid ppl " + std::to_string(std::exp(val_loss)) + " is this run's best, but " +
+          best.path + " holds a better model (ppl " + std::to_string(std::exp(best.loss)) +
+          "): kept that one");
+  }
+  opt.swap_out_average();
+  return {val_loss, val_loss <= best.loss};
+}
+
+// A saved model loaded to compute as this run's model does: the same paths (--fused-lstm,
+// --fused-head: not saved with a model; the GEMM's are the run's ComputePathsScope's) and device.
+namespace {
+LoadedModel load_model_for_run(const std::string& path, const Run& r) {
+  LoadedModel m = load_model(path);
+  m.model->paths = r.model.paths;
+  m.model->to(r.cfg.device);
+  return m;
+}
+}  // namespace
+
+BestModelFile best_model_file(const Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const RunFiles& files = r.files;
+  const TrainState& st = r.st;
+  BestModelFile best{files.best, INFINITY};
+  if (!std::filesystem::exists(files.best)) return best;
+  if (!cfg.resume) return best.loss = st.best_val, best;
+  const LoadedModel on_disk = load_model_for_run(files.best, r);
+  check_same_vocab(r.corpus.vocab, on_disk.vocab, files.best);
+  const double loss = validation_loss(r, *on_disk.model);
+  best.loss = std::isnan(loss) ? INFINITY : loss;
+  if (best.loss < st.best_val)  // st.best_val is infinite when the state holds no validation
+    r.say(files.best + " holds a model of valid ppl " + std::to_string(std::exp(best.loss)) +
+          (std::isinf(st.best_val) ? "" : ", better than this run's best") +
+          ": only a better one replaces it");
+  return best;
+}
+
+void start_state(Run& r) {
+  const TrainConfig& cfg = r.cfg;
+  const RunFiles& files = r.files;
+  RNNModel& model = r.model;
+  TrainState& st = r.st;
+  if (r.finetune) {
+    const Checkpoint ck = load_checkpoint(files.best);
+    // The model must be for this corpus's words in this order: finetuning another corpus's model
+    // would save it over best.ckpt with this vocabulary, scoring nonsense.
+    check_same_vocab(r.corpus.vocab, model_from_checkpoint(ck).vocab, files.best);
+    load_parameters(model, ck.tensors, "model.", files.best);
+    st.optimizer = OptimizerKind::ASGD;
+  } else if (cfg.optimizer == "adam") {
+    st.optimizer = OptimizerKind::Adam;
+  }
+  r.opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
+  if (cfg.resume) {
+    restore_state(files.state, cfg, r.corpus, model, r.opt, st, r.hidden, r.bptt_gen);
+    r.say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
+          std::to_string(st.step));
+  } else if (r.finetune) {
+    st.best_val = validation_loss(r, model);
+    r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
+          ")");
+  }
+  r.say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
+        (cfg.device == Device::CUDA
+             ? "on " + cuda_device_description() + (cfg.tf32 ? " (TF32)" : "")
+             : std::to_string(num_threads()) + " threads" +
+                   (cfg.paths.precision != "bf16" ? ""
+                    : gemm_bf16_faster_than_fp32()
+                        ? ", bf16"
+                        : ", bf16 (slower than fp32 on this CPU: its AVX512_BF16 multiplies at "
+                          "about half the FP32 rate; see docs/performance.md)")));
+}
+
+void switch_to_asgd(Run& r, const std::string& why) {
+  r.say("switching to ASGD (" + why + ")");
+  r.st.optimizer = OptimizerKind::ASGD;
+  r.opt = std::make_unique<Optimizer>(r.st.optimizer, r.model.named_parameters(), r.cfg.wdecay);
+}
+
+bool nt_asgd(Run& r, double val_loss) {
+  TrainState& st = r.st;
+  const bool worse = non_monotone(st.val_history, val_loss, r.cfg.nonmono);
+  st.val_history.push_back(val_loss);
+  if (worse && st.optimizer == OptimizerKind::SGD) {
+    switch_to_asgd(r, "validation has not improved for " + std::to_string(r.cfg.nonmono) +
+                          " epochs");
+    return false;
+  }
+  if (worse && r.finetune) r.say("finetuning done: validation stopped improving");
+  return worse && r.finetune;
+}
+
+double validate_at_stop(Run& r, MetricsWriter& metrics, double elapsed_s) {
+  const auto [val_loss, improved] = validate_and_keep_best(r);
+  EpochMetrics em = epoch_record(r.st, val_loss, improved, elapsed_s);
+  em.at_stop = true;
+  metrics.write(em);
+  r.say("validation at the stop: loss " + std::to_string(val_loss) + ", ppl " +
+        std::to_string(std::exp(val_loss)));
+  return val_loss;
+}
+
+double test_best_model(const Run& r) {
+  const LoadedModel best = load_model_for_run(r.files.best, r);
+  const EvalResult test =
+      evaluate(*best.model, batchify(r.corpus.test, r.cfg.test_batch_size), r.cfg.bptt);
+  r.say("test loss " + std::to_string(test.loss) + ", test ppl " +
+        std::to_string(test.perplexity()) + " (" + std::to_string(test.targets) + " targets)");
+  return test.loss;
+}
+
+}  // namespace mg

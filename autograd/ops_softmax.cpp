@@ -83,9 +83,7 @@ Tensor softmax_backward_kernel(const Tensor& g_in, const Tensor& y, int dim, boo
                    const float total = static_cast<float>(acc);
                    for (int64_t j = 0; j < s.n; ++j) {
                      const int64_t k = base + j * s.inner;
-                     // y = log_softmax(x) <= 0 (its largest entry is -log Σ exp <= 0).
-                     o[k] = log_space ? gp[k] - vexp_nonpositive(yp[k]) * total
-                                      : yp[k] * (gp[k] - total);
+                     o[k] = softmax_backward_entry(gp[k], yp[k], total, log_space);
                    }
                  }
                });

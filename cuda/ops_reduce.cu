@@ -22,6 +22,7 @@
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
+#include "math/formulas.h"
 
 namespace mg {
 
@@ -262,7 +263,7 @@ __global__ void softmax_backward_block_kernel(const float* g, const float* y, in
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += log_space ? gl[j] : gl[j] * yl[j];
     const float total = static_cast<float>(block_reduce(acc, SumOp(), 0.0));
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      ol[j] = log_space ? gl[j] - expf(yl[j]) * total : yl[j] * (gl[j] - total);
+      ol[j] = softmax_backward_entry(gl[j], yl[j], total, log_space);
   }
 }
 
@@ -281,7 +282,7 @@ __global__ void softmax_backward_thread_kernel(const float* g, const float* y, C
     const float total = static_cast<float>(acc);
     for (int64_t j = 0; j < s.n; ++j) {
       const int64_t k = base + j * s.inner;
-      dx[k] = log_space ? g[k] - expf(y[k]) * total : y[k] * (g[k] - total);
+      dx[k] = softmax_backward_entry(g[k], y[k], total, log_space);
     }
   }
 }

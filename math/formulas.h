@@ -119,6 +119,14 @@ struct Binary<BinaryOp::SquareGrad> {  // (x²)' = 2x
   MG_HOST_DEVICE float operator()(float g, float x) const { return 2 * g * x; }
 };
 
+// ---- Softmax's backward, one entry of a line (autograd/ops_softmax.cpp, cuda/ops_reduce.cu) ----
+// With the line's total (Σ g y for softmax, Σ g for log_softmax): dx = y (g - total) for y =
+// softmax(x), and dx = g - exp(y) total for y = log_softmax(x), where y <= 0 (its largest entry is
+// -log Σ exp <= 0), so the exponential never overflows.
+MG_HOST_DEVICE inline float softmax_backward_entry(float g, float y, float total, bool log_space) {
+  return log_space ? g - vexp_nonpositive(y) * total : y * (g - total);
+}
+
 // ---- The LSTM cell (Hochreiter & Schmidhuber 1997, with the forget gate of Gers et al. 2000) ----
 // One unit of one batch row. Forward, from the pre-activations z (input projection + recurrent
 // product + both biases):

@@ -89,7 +89,7 @@ struct Saved {
   int64_t chunk_rows = 0;           // rows per chunk: all of them when the logits are kept
   int64_t K = 1;
   bool sig = false;
-  bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
+  FusedHeadGrads need;  // which inputs backward computes a gradient for
 };
 
 // Backward, below the forward.
@@ -235,13 +235,9 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
     total -= lse_k;
   }
   Tensor out = Tensor::scalar(static_cast<float>(total / N));
-  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(),
-  s.need_b = b_in.requires_grad();
-  s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();
-  if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
-  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out,
-                {ctx_in, W_in, b_in, log_pi_in},
-                [s = std::move(s)](const Tensor& g) { return fused_backward(s, g.item()); });
+  s.need = fused_head_grads(ctx_in, W_in, b_in, log_pi_in);
+  auto backward = [s = std::move(s)](const Tensor& g) { return fused_backward(s, g.item()); };
+  return record_fused_head(sig, out, ctx_in, W_in, b_in, log_pi_in, std::move(backward));
 }
 
 namespace {
@@ -275,11 +271,11 @@ void logits_to_grad(const Saved& s, float scale, int64_t r0, int64_t rows, int64
 // vocabulary rows and subtracts the terms of its targets in row order.
 void weight_grads(const Saved& s, const Tensor& d_Wb, const float* c, Tensor& d_W, Tensor& d_b) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0);
-  if (s.need_W) d_W = Tensor::empty({V, E});
-  if (s.need_b) d_b = Tensor::empty({V});
+  if (s.need.W) d_W = Tensor::empty({V, E});
+  if (s.need.b) d_b = Tensor::empty({V});
   const float* src = d_Wb.data();
-  float* dw = s.need_W ? d_W.data() : nullptr;
-  float* db = s.need_b ? d_b.data() : nullptr;
+  float* dw = s.need.W ? d_W.data() : nullptr;
+  float* db = s.need.b ? d_b.data() : nullptr;
   parallel_for((V + 31) / 32, 2, [&](int64_t q0, int64_t q1) {
     const int64_t v0 = q0 * 32, v1 = std::min(V, q1 * 32);
     if (dw) transpose_rows(src, V, E, v0, v1, dw);  // d W [v, :] = column v of d W^T
@@ -331,7 +327,7 @@ void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb
     c[r] = scale * s.resp[r], f[r] = c[r] * s.inv_sum[r];
     if (s.sig) c[r] *= s.target_slope[r];
   }
-  if (s.need_ctx) {
+  if (s.need.ctx) {
     gemm(false, false, R, E, V, 1.0f, e, V, s.W.data(), E, 0.0f, d_ctx.data(), E);
     float* d = d_ctx.data();
     const float* W = s.W.data();
@@ -351,19 +347,19 @@ void backward_from_exps(const Saved& s, float scale, Tensor& d_ctx, Tensor& d_Wb
 std::vector<Tensor> fused_backward(const Saved& s, float g) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0), N = R / s.K;
   const float scale = g / static_cast<float>(N);
-  Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}) : Tensor();
+  Tensor d_ctx = s.need.ctx ? Tensor::empty({R, E}) : Tensor();
   // [d W^T; d b] [E+1,V] = [ctx, 1]^T dz in one GEMM. With dz as the right-hand operand the GEMM
   // reads it in place when E+1 rows fit one block of the left operand (mc: 256 rows for the AVX-512
   // kernel, 168 for AVX2; a larger E packs dz), where d W = dz^T ctx would first copy all of dz
   // [R,V] (140 MB for small-mos) into packed panels. The column of ones sums the columns of dz for
   // d b without another pass over it. One transpose at the end gives d W.
-  const bool need_wb = s.need_W || s.need_b;
+  const bool need_wb = s.need.W || s.need.b;
   Tensor d_Wb = need_wb ? Tensor::empty({E + 1, V}) : Tensor();
   std::vector<float> c;  // backward_from_exps: the weights of the one-hot terms left for d W, d b
-  if (s.logits.defined() && (s.need_ctx || need_wb)) {
+  if (s.logits.defined() && (s.need.ctx || need_wb)) {
     c.resize(static_cast<size_t>(R));
     backward_from_exps(s, scale, d_ctx, d_Wb, c);
-  } else if (s.need_ctx || need_wb) {  // not kept: each chunk of logits recomputed
+  } else if (s.need.ctx || need_wb) {  // not kept: each chunk of logits recomputed
     const Tensor ctx1 = need_wb ? ctx_with_ones(s, nullptr) : Tensor();
     Tensor block = Tensor::empty({s.chunk_rows, V});
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
@@ -372,7 +368,7 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
       chunk_logits(s.ctx.data(), s.W.data(), nullptr, r0, rows, 0, V, E, V, z);
       logits_to_grad(s, scale, r0, rows, V, z);
       // d ctx = dz W;  [d W^T; d b] += [ctx, 1]^T dz — chunks in a fixed order.
-      if (s.need_ctx)
+      if (s.need.ctx)
         gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data(), E, 0.0f, d_ctx.data() + r0 * E, E);
       if (need_wb)
         gemm(true, false, E + 1, V, rows, 1.0f, ctx1.data() + r0 * (E + 1), E + 1, z, V,
@@ -382,7 +378,7 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
   Tensor d_W, d_b;
   if (need_wb) weight_grads(s, d_Wb, c.empty() ? nullptr : c.data(), d_W, d_b);
   Tensor d_pi;
-  if (s.need_pi) {
+  if (s.need.pi) {
     d_pi = Tensor::empty({N, s.K});
     for (int64_t r = 0; r < R; ++r) d_pi.data()[r] = -scale * s.resp[r];
   }

@@ -21,7 +21,7 @@ struct SavedCuda {
   std::shared_ptr<DeviceIndices> targets;  // [N] on the device
   int64_t chunk_rows = 0, K = 1;
   bool sig = false;
-  bool need_ctx = false, need_W = false, need_b = false, need_pi = false;
+  FusedHeadGrads need;  // which inputs backward computes a gradient for
 };
 
 // z [rows,V] = ctx rows [r0, r0+rows) W^T, without b, as chunk_logits: the row kernels add b as
@@ -36,10 +36,10 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
   const int64_t R = s.ctx.size(0), E = s.ctx.size(1), V = s.W.size(0), N = R / s.K;
   const float inv_n = 1.0f / static_cast<float>(N);  // scale = g / N, formed on the device
   const Tensor g_dev = contiguous_data(g);
-  Tensor d_ctx = s.need_ctx ? Tensor::empty({R, E}, Device::CUDA) : Tensor();
-  Tensor d_W = s.need_W ? Tensor::empty({V, E}, Device::CUDA) : Tensor();
-  Tensor d_b = s.need_b ? Tensor::empty({V}, Device::CUDA) : Tensor();
-  if (s.need_ctx || s.need_W || s.need_b) {
+  Tensor d_ctx = s.need.ctx ? Tensor::empty({R, E}, Device::CUDA) : Tensor();
+  Tensor d_W = s.need.W ? Tensor::empty({V, E}, Device::CUDA) : Tensor();
+  Tensor d_b = s.need.b ? Tensor::empty({V}, Device::CUDA) : Tensor();
+  if (s.need.ctx || s.need.W || s.need.b) {
     const bool kept = s.logits.defined();
     Tensor block = kept ? Tensor() : Tensor::empty({s.chunk_rows, V}, Device::CUDA);
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
@@ -50,13 +50,13 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
       cuda_head_logits_to_grad(z, s.b.data_ptr(), rows, V, r0, s.K, s.targets->get(),
                                s.resp.data_ptr(), s.lse.data_ptr(), g_dev.data_ptr(), inv_n, s.sig);
       // d ctx = dz W;  d W += dz^T ctx;  d b += column sums of dz — chunks in a fixed order.
-      if (s.need_ctx)
+      if (s.need.ctx)
         cuda_gemm(false, false, rows, E, V, 1.0f, z, V, s.W.data_ptr(), E, 0.0f,
                   d_ctx.data_ptr() + r0 * E, E);
-      if (s.need_W)
+      if (s.need.W)
         cuda_gemm(true, false, V, E, rows, 1.0f, z, V, s.ctx.data_ptr() + r0 * E, E,
                   r0 == 0 ? 0.0f : 1.0f, d_W.data_ptr(), E);
-      if (s.need_b) {
+      if (s.need.b) {
         const CudaSplit columns{1, rows, V};  // [rows,V] summed over rows
         if (r0 == 0) {
           cuda_sum_dim(z, columns, d_b.data_ptr());
@@ -69,7 +69,7 @@ std::vector<Tensor> fused_backward_cuda(const SavedCuda& s, const Tensor& g) {
     }
   }
   // d loss / d log π_nk = -g r_nk / N
-  const Tensor d_pi = s.need_pi
+  const Tensor d_pi = s.need.pi
                           ? cuda_map_unary(UnaryOp::MulScalar,
                                            cuda_map_binary("fused_mixture_nll", BinaryOp::Mul,
                                                            reshape(s.resp, {N, s.K}), g_dev),
@@ -110,13 +110,9 @@ Tensor fused_mixture_nll_cuda(const Tensor& ctx_in, const Tensor& W_in, const Te
   Tensor total = Tensor::empty({}, Device::CUDA);
   cuda_sum_all(nll.data_ptr(), N, total.data_ptr());
   Tensor out = cuda_map_unary(UnaryOp::MulScalar, total, 1.0f / static_cast<float>(N));
-  s.need_ctx = ctx_in.requires_grad(), s.need_W = W_in.requires_grad(),
-  s.need_b = b_in.requires_grad();
-  s.need_pi = log_pi_in.defined() && log_pi_in.requires_grad();
-  if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
-  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out,
-                {ctx_in, W_in, b_in, log_pi_in},
-                [s = std::move(s)](const Tensor& g) { return fused_backward_cuda(s, g); });
+  s.need = fused_head_grads(ctx_in, W_in, b_in, log_pi_in);
+  auto backward = [s = std::move(s)](const Tensor& g) { return fused_backward_cuda(s, g); };
+  return record_fused_head(sig, out, ctx_in, W_in, b_in, log_pi_in, std::move(backward));
 }
 
 }  // namespace mg

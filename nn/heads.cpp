@@ -171,4 +171,17 @@ std::shared_ptr<OutputHead> make_head(HeadKind kind, int64_t V, int64_t H, int64
   return std::make_shared<SoftmaxHead>(kind, V, H, tied_weight, gen);
 }
 
+FusedHeadGrads fused_head_grads(const Tensor& ctx, const Tensor& W, const Tensor& b,
+                                const Tensor& log_pi) {
+  return {ctx.requires_grad(), W.requires_grad(), b.requires_grad(),
+          log_pi.defined() && log_pi.requires_grad()};
+}
+
+Tensor record_fused_head(bool sig, const Tensor& out, const Tensor& ctx, const Tensor& W,
+                         const Tensor& b, const Tensor& log_pi, BackwardFn backward) {
+  if (!is_grad_enabled()) return out;  // evaluation: nothing to keep
+  return record(sig ? "fused_mixture_nll(sigsoftmax)" : "fused_mixture_nll", out,
+                {ctx, W, b, log_pi}, std::move(backward));
+}
+
 }  // namespace mg

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "autograd/node.h"
 #include "nn/module.h"
 #include "tensor/philox.h"
 
@@ -85,6 +86,18 @@ Tensor fused_mixture_nll(const Tensor& ctx, const Tensor& W, const Tensor& b, co
 Tensor fused_mixture_nll_cuda(const Tensor& ctx, const Tensor& W, const Tensor& b,
                               const Tensor& log_pi, const std::vector<int64_t>& targets, int64_t K,
                               bool sig, bool keep, int64_t chunk_rows);
+
+// Which inputs of the fused loss need a gradient: its backward computes only those.
+struct FusedHeadGrads {
+  bool ctx = false, W = false, b = false, pi = false;
+};
+FusedHeadGrads fused_head_grads(const Tensor& ctx, const Tensor& W, const Tensor& b,
+                                const Tensor& log_pi);
+// The fused loss's node, for both devices' paths: out recorded as "fused_mixture_nll" (or
+// "fused_mixture_nll(sigsoftmax)") over {ctx, W, b, log_pi} with backward; out alone when grad
+// mode is off (evaluation: what backward saved is dropped at once).
+Tensor record_fused_head(bool sig, const Tensor& out, const Tensor& ctx, const Tensor& W,
+                         const Tensor& b, const Tensor& log_pi, BackwardFn backward);
 
 // MoS / MoSig / MoC with K experts of size E.
 class MixtureHead : public OutputHead {

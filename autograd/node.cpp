@@ -78,7 +78,6 @@ std::string describe_inputs(const std::vector<Tensor>& inputs) {
   return s.empty() ? "none" : s;
 }
 
-
 Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward) {
   bool any = false;
   if (g_grad_enabled)

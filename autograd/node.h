@@ -114,8 +114,8 @@ class NoGradGuard {
 // (that would be a reference cycle); capture out.detach() instead.
 Tensor record(const std::string& op, Tensor out, std::vector<Tensor> inputs, BackwardFn backward);
 
-// An op's inputs as anomaly mode's errors name them: "input 0 encoder.weight [50,16] (already
-// non-finite), input 1 [5,2] (from matmul #12)"; "none" without any.
+// An op's inputs as anomaly mode's errors name them: each one's index, name, shape, the op and node
+// number that made it, and whether it already held a NaN or an Inf; "none" without any.
 std::string describe_inputs(const std::vector<Tensor>& inputs);
 
 }  // namespace mg

@@ -2,11 +2,10 @@
 # Files stay short enough to read in one sitting: a source, test or script at most 400 lines (split
 # a longer one by concept: one concept per file), a hand-written docs page at most 350 (the manual
 # is many short pages), the README at most 160 (a newcomer's first page). Files a program writes
-# are not checked: docs/cli.md (`mosgrad help --markdown`), docs/reproduction/day.md and the reports
-# under docs/speedrun/ and docs/testing/, bench/RESULTS*.md. `make test` runs this after the layer check;
-# it names every file over its limit and exits 1.
+# are not checked (tools/written_files.sh lists what is). `make test` runs this after the layer
+# check; it names every file over its limit and exits 1.
 #
-#   bash tools/check_sizes.sh [FILE...]    (default: every tracked file of those kinds)
+#   bash tools/check_sizes.sh [FILE...]    (default: tools/written_files.sh's list)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CODE_MAX=400 DOCS_MAX=350 README_MAX=160
@@ -15,10 +14,7 @@ if [ $# -eq 0 ]; then
     echo "check_sizes: not a git checkout (a student tree?): nothing to check"
     exit 0
   fi
-  mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh' '*.sh' '*.py' 'Makefile' '*.md' \
-                         ':!:tests/fuzz/corpus/*' ':!:tests/fuzz/crashes/*' ':!:docs/cli.md' \
-                         ':!:docs/reproduction/day.md' ':!:docs/speedrun/*' ':!:docs/testing/*' \
-                         ':!:bench/RESULTS*.md')
+  mapfile -t files < <(bash tools/written_files.sh)
 else
   files=("$@")
 fi

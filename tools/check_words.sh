@@ -2,12 +2,11 @@
 # The software speaks of the software: code, tests, scripts, the Makefile, the README and the docs
 # describe what the program does and why, never who built it, in which session, for which issue or
 # on whose machine; history lives in git, measured figures in the files programs write and stamp
-# with their machine, date and commit (bench/RESULTS*.md, docs/reproduction/day.md, the reports
-# under docs/speedrun/ and docs/testing/), which this does not check. `make test` runs this after the
+# with their machine, date and commit, which this does not check (tools/written_files.sh lists
+# what it does). `make test` runs this after the
 # layer check; it prints every line that tells history, with its file and line, and exits 1.
 #
-#   bash tools/check_words.sh [FILE...]    (default: every tracked source, test, script, Makefile,
-#                                           README and docs page)
+#   bash tools/check_words.sh [FILE...]    (default: tools/written_files.sh's list)
 #
 # What counts: "session N", this/last/next/our session(s), our machine(s)/team, a teammate, "the
 # issue" or "issue #N", and a calendar date (a commit-visible diary entry). A gdb session is a
@@ -20,10 +19,7 @@ if [ $# -eq 0 ]; then
     echo "check_words: not a git checkout (a student tree?): nothing to check"
     exit 0
   fi
-  mapfile -t files < <(git ls-files -- '*.cpp' '*.h' '*.cu' '*.cuh' '*.sh' '*.py' 'Makefile' '*.md' \
-                         ':!:tests/fuzz/corpus/*' ':!:tests/fuzz/crashes/*' ':!:tools/check_words.sh' \
-                         ':!:docs/reproduction/day.md' ':!:docs/speedrun/*' ':!:docs/testing/*' \
-                         ':!:bench/RESULTS*.md')
+  mapfile -t files < <(bash tools/written_files.sh ':!:tools/check_words.sh')
 else
   files=("$@")
 fi

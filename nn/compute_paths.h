@@ -2,9 +2,10 @@
 // tested against. One value for the four choices, built once per command from its flags
 // (lm/train_config.h compute_paths, which checks them against the device and the CPU) and applied
 // in one place (ComputePathsScope, nn/rnn_model.h), so that nothing deeper reads a flag. The LSTM's
-// and the head's choices go to the model (RNNModel::paths); the GEMM's path and precision are
-// tensor/gemm.h's process-wide state for the scope's lifetime, which every GEMM reads, and so do
-// the fused layers that pack operands for it (nn/lstm_fused.cpp, nn/fused_head_loss.cpp).
+// and the head's choices go to the model (RNNModel::paths). The GEMM's path and precision become
+// tensor/gemm.h's setting for the scope's lifetime, as PyTorch's float32 matmul precision is a
+// setting of the process: every product reads it inside tensor/, the packed ones the fused layers
+// make included (PackedB), so no layer in nn/ asks which GEMM runs.
 #pragma once
 
 #include "tensor/gemm.h"

@@ -68,13 +68,10 @@ constexpr int64_t kSlabCols = 768;
 
 // z [rows, c1-c0] (leading dimension V) = ctx rows [r0, r0+rows) times W^T[:, c0:c1], without b:
 // the pass that reads z next (the forward's running max, or logits_to_grad) adds b while it has
-// it in cache. W_t: W^T packed, or nullptr (the reference GEMM path has no packing).
-void chunk_logits(const float* ctx, const float* W, const PackedB* W_t, int64_t r0, int64_t rows,
-                  int64_t c0, int64_t c1, int64_t E, int64_t V, float* z) {
-  if (W_t)
-    gemm_packed_b_cols(rows, c0, c1 - c0, E, 1.0f, ctx + r0 * E, E, *W_t, 0.0f, z, V);
-  else
-    gemm(false, true, rows, c1 - c0, E, 1.0f, ctx + r0 * E, E, W + c0 * E, E, 0.0f, z, V);
+// it in cache. W_t: W^T packed (under --gemm reference, a plain copy: tensor/gemm.h).
+void chunk_logits(const float* ctx, const PackedB& W_t, int64_t r0, int64_t rows, int64_t c0,
+                  int64_t c1, int64_t E, int64_t V, float* z) {
+  gemm_packed_b_cols(rows, c0, c1 - c0, E, 1.0f, ctx + r0 * E, E, W_t, 0.0f, z, V);
 }
 
 struct Saved {
@@ -149,9 +146,8 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
     s.chunk_rows = chunk_rows;
     if (keep) s.logits = Tensor::empty({R, V});
     Tensor block = keep ? Tensor() : Tensor::empty({s.chunk_rows, V});
-    const bool packed = gemm_path() == GemmPath::kFast;
-    const PackedB W_t = packed ? PackedB(/*trans_b=*/true, E, V, s.W.data(), E) : PackedB();
-    const int64_t mr = packed ? W_t.tile_rows() : 1;
+    const PackedB W_t(/*trans_b=*/true, E, V, s.W.data(), E);
+    const int64_t mr = W_t.tile_rows();
     const int64_t tile_rows = (kTileRows + mr - 1) / mr * mr;
     std::vector<RunningLse> run(static_cast<size_t>(s.chunk_rows));
     std::vector<float> z_target(static_cast<size_t>(s.chunk_rows));
@@ -166,8 +162,7 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
           const int64_t c1 = std::min(V, c0 + kSlabCols), w = c1 - c0;
           for (int64_t t0 = i0; t0 < i1; t0 += tile_rows) {
             const int64_t t1 = std::min(i1, t0 + tile_rows);
-            chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + t0, t1 - t0, c0,
-                         c1, E, V, z + t0 * V + c0);
+            chunk_logits(s.ctx.data(), W_t, r0 + t0, t1 - t0, c0, c1, E, V, z + t0 * V + c0);
             for (int64_t i = t0; i < t1; ++i) {
               float* zr = z + i * V + c0;
               float* xr = zr;
@@ -195,8 +190,7 @@ Tensor fused_mixture_nll(const Tensor& ctx_in, const Tensor& W_in, const Tensor&
                     continue;
                   }
                   // A jump past the slack (rare): recompute this row's slab and move the shift.
-                  chunk_logits(s.ctx.data(), s.W.data(), packed ? &W_t : nullptr, r0 + i, 1, c0, c1,
-                               E, V, zr);
+                  chunk_logits(s.ctx.data(), W_t, r0 + i, 1, c0, c1, E, V, zr);
                 }
                 slab_max = add_bias_max(zr, s.b.data() + c0, w);
               }
@@ -365,7 +359,8 @@ std::vector<Tensor> fused_backward(const Saved& s, float g) {
     for (int64_t r0 = 0; r0 < R; r0 += s.chunk_rows) {
       const int64_t rows = std::min(s.chunk_rows, R - r0);
       float* z = block.data();
-      chunk_logits(s.ctx.data(), s.W.data(), nullptr, r0, rows, 0, V, E, V, z);
+      // z = ctx W^T for the chunk's rows, whole rows in one product (each of W's rows read once).
+      gemm(false, true, rows, V, E, 1.0f, s.ctx.data() + r0 * E, E, s.W.data(), E, 0.0f, z, V);
       logits_to_grad(s, scale, r0, rows, V, z);
       // d ctx = dz W;  [d W^T; d b] += [ctx, 1]^T dz — chunks in a fixed order.
       if (s.need.ctx)

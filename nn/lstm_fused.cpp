@@ -106,12 +106,6 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
                       s.cells.data_ptr(), s.y.data_ptr());
     return record_lstm(s, x_in, state, w);
   }
-  // W_hh^T [H,4H], row-major: what the per-step product h_{t-1} W_hh^T multiplies. The fast path
-  // packs each thread's columns of it straight from W_hh (rows of W_hh are columns of W_hh^T);
-  // the reference GEMM reads this copy as it is.
-  const bool prepack = gemm_path() == GemmPath::kFast;
-  const Tensor w_hh_t = prepack ? Tensor() : copy_contiguous(transpose(s.w_hh, 0, 1));
-
   // Gates of all steps from the inputs: [T*B,in] x [in,4H].
   s.acts = Tensor::empty({T * B, G});
   gemm(false, true, T * B, G, in, 1.0f, s.x.data(), in, s.w_ih.data(), in, 0.0f, s.acts.data(), G);
@@ -128,11 +122,11 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
   // FP32 on Zen 5 (a B micro-panel is then contiguous), and 1.8x under --precision bf16, where
   // every gemm() call would round and pair all of them again (bench/bench_gemm.cpp,
   // 20x400@400x1600 with and without -prepacked).
-  // The reference GEMM (--gemm reference) keeps the plain calls.
+  // Under --gemm reference the packing is a plain copy that the textbook loop reads (tensor/gemm.h).
   parallel_team(
       H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
         PackedB w_gate[4];  // W_hh^T[:, qH+u0 : qH+u1] = rows qH+u0 .. qH+u1 of W_hh, transposed
-        if (prepack && u1 > u0)
+        if (u1 > u0)
           for (int64_t q = 0; q < 4; ++q)
             w_gate[q] = PackedB(true, H, u1 - u0, s.w_hh.data() + (q * H + u0) * H, H);
         for (int64_t t = 0; t < T; ++t) {
@@ -142,14 +136,8 @@ std::pair<Tensor, LSTMState> lstm_fused(const Tensor& x_in, const LSTMState& sta
           float* c = s.cells.data() + t * B * H;
           float* h = s.y.data() + t * B * H;
           if (u1 > u0)
-            for (int64_t q = 0; q < 4; ++q) {  // gate block q (i, f, g, o), columns u0..u1
-              if (prepack)
-                gemm_packed_b(B, u1 - u0, H, 1.0f, h_prev, H, w_gate[q], 1.0f, gates + q * H + u0,
-                              G);
-              else
-                gemm(false, false, B, u1 - u0, H, 1.0f, h_prev, H, w_hh_t.data() + q * H + u0, G,
-                     1.0f, gates + q * H + u0, G);
-            }
+            for (int64_t q = 0; q < 4; ++q)  // gate block q (i, f, g, o), columns u0..u1
+              gemm_packed_b(B, u1 - u0, H, 1.0f, h_prev, H, w_gate[q], 1.0f, gates + q * H + u0, G);
           for (int64_t b = 0; b < B; ++b)
             gates_forward(u1 - u0, H, gates + b * G + u0, bsum + u0, c_prev + b * H + u0,
                           c + b * H + u0, h + b * H + u0);
@@ -264,11 +252,10 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in,
   // until every thread has written its part of dG_t, then computes its columns of
   // dh_{t-1} = dG_t W_hh ([B,4H] x [4H,H]). The next step reads only its own columns again, so one
   // barrier per step suffices.
-  const bool prepack = gemm_path() == GemmPath::kFast;  // as in the forward
   parallel_team(
       H, kUnitAlign, team_size(B, H), [&](int64_t u0, int64_t u1, const TeamBarrier& barrier) {
         PackedB w_cols;  // W_hh[:, u0:u1], packed once for all steps
-        if (prepack && u1 > u0) w_cols = PackedB(false, G, u1 - u0, w_hh + u0, H);
+        if (u1 > u0) w_cols = PackedB(false, G, u1 - u0, w_hh + u0, H);
         for (int64_t t = T - 1; t >= 0; --t) {
           const float* act = s.acts.data() + t * B * G;
           const float* c = s.cells.data() + t * B * H;
@@ -280,13 +267,9 @@ std::vector<Tensor> lstm_backward(const Saved& s, const Tensor& grad_y_in,
                            dy + b * H + u0, dhp + b * H + u0, dcp + b * H + u0, dg + b * G + u0);
           barrier();
           // d h_{t-1}[:, u0:u1] = dG_t W_hh[:, u0:u1] (W_hh [4H,H]): from the columns packed once
-          // per sequence (w_cols) when prepack, else straight from W_hh's rows by the GEMM.
-          if (u1 > u0 && (t > 0 || need[1])) {
-            if (prepack)
-              gemm_packed_b(B, u1 - u0, G, 1.0f, dg, G, w_cols, 0.0f, dhp + u0, H);
-            else
-              gemm(false, false, B, u1 - u0, G, 1.0f, dg, G, w_hh + u0, H, 0.0f, dhp + u0, H);
-          }
+          // per sequence (w_cols).
+          if (u1 > u0 && (t > 0 || need[1]))
+            gemm_packed_b(B, u1 - u0, G, 1.0f, dg, G, w_cols, 0.0f, dhp + u0, H);
         }
       });
   return lstm_weight_grads(s, d_gates, dh, dc, need);

@@ -41,8 +41,9 @@ class GemmPathScope {
 
 // op(B) [K,N] packed once and used by many products: the LSTM multiplies the same W_hh by a new
 // h_{t-1} at every time step, and packing it (which under bf16 also means rounding it) each time
-// costs as much as a small product. The packing is the current precision's, so make it after
-// choosing the precision and use it while that precision holds (gemm_packed_b checks).
+// costs as much as a small product. The packing is the current path's and precision's (on the
+// reference path a plain copy of op(B) that gemm_reference reads, so a caller packs whichever path
+// runs), so make it after choosing them and use it while they hold (gemm_packed_b checks).
 class PackedB {
  public:
   PackedB() = default;
@@ -61,7 +62,7 @@ class PackedB {
                                  const PackedB&, float, float*, int64_t);
   friend void gemm_packed_b(int64_t, int64_t, int64_t, float, const float*, int64_t, const PackedB&,
                             float, float*, int64_t);
-  int kernel_ = 0;  // the GemmKernel it was packed for
+  int kernel_ = 0;  // the GemmKernel it was packed for (-1: the reference path's plain copy)
   int64_t K_ = 0, N_ = 0, kc_blk_ = 0, block_floats_ = 0;
   std::shared_ptr<float> data_;
 };

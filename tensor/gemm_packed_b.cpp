@@ -14,12 +14,36 @@
 
 namespace mg {
 
+namespace {
+
+// What PackedB::kernel_ holds on the reference path: no kernel, op(B) kept as a plain copy.
+constexpr int kReferenceCopy = -1;
+
+// The packing the current path and precision call for: a GemmKernel, or kReferenceCopy.
+int current_packing() {
+  if (gemm_path() == GemmPath::kReference) return kReferenceCopy;
+  return static_cast<int>(gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16
+                                                                   : gemm_default_kernel());
+}
+
+}  // namespace
+
 PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb) : K_(K), N_(N) {
   using namespace gemm_detail;
-  const GemmKernel kind =
-      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
-  kernel_ = static_cast<int>(kind);
+  kernel_ = current_packing();
   if (K <= 0 || N <= 0) return;
+  if (kernel_ == kReferenceCopy) {
+    // op(B) row-major [K,N], for gemm_reference to read: the reference path's products stay the
+    // textbook loop, and the callers need not know which path runs.
+    kc_blk_ = K, block_floats_ = K * N;
+    const size_t n = static_cast<size_t>(K * N);
+    float* p = allocate_floats(n);
+    data_.reset(p, [n](float* q) { release_floats(q, n); });
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) p[k * N + j] = trans_b ? B[j * ldb + k] : B[k * ldb + j];
+    return;
+  }
+  const GemmKernel kind = static_cast<GemmKernel>(kernel_);
   const Arch& g = arch_of(kind);
   // The kc blocks of gemm() for this K, each packed as gemm() packs an nc panel starting at
   // column 0 (micro-panel q at q*nr*kc): a slab of columns that starts on a micro-panel boundary
@@ -46,10 +70,12 @@ PackedB::PackedB(bool trans_b, int64_t K, int64_t N, const float* B, int64_t ldb
 }
 
 int64_t PackedB::panel_cols() const {
+  if (kernel_ == kReferenceCopy) return 1;
   return gemm_detail::arch_of(static_cast<GemmKernel>(kernel_)).nr;
 }
 
 int64_t PackedB::tile_rows() const {
+  if (kernel_ == kReferenceCopy) return 1;
   return gemm_detail::arch_of(static_cast<GemmKernel>(kernel_)).mr;
 }
 
@@ -70,10 +96,12 @@ void gemm_packed_b_cols(int64_t M, int64_t j0, int64_t N, int64_t K, float alpha
         "gemm_packed_b_cols: columns [" + std::to_string(j0) + ", " + std::to_string(j0 + N) +
         ") with K = " + std::to_string(K) + " of a B packed as " + std::to_string(B.K_) + "x" +
         std::to_string(B.N_) + " (the first column must start a packed panel)");
-  const GemmKernel now =
-      gemm_precision() == GemmPrecision::kBf16 ? GemmKernel::kAvx512Bf16 : gemm_default_kernel();
-  if (static_cast<int>(now) != B.kernel_ || gemm_path() == GemmPath::kReference)
+  if (current_packing() != B.kernel_)
     throw std::logic_error("gemm_packed_b: B was packed for another GEMM precision or path");
+  if (B.kernel_ == kReferenceCopy)  // as mg::gemm on the reference path, from the plain copy
+    return gemm_reference(false, false, M, N, K, alpha, A, lda, B.data_.get() + j0, B.N_, beta, C,
+                          ldc);
+  const GemmKernel now = static_cast<GemmKernel>(B.kernel_);
   if (M <= 0 || N <= 0) return;
   if (K <= 0 || alpha == 0) return scale_c(M, N, beta, C, ldc);
   const Arch& g = arch_of(now);

@@ -175,17 +175,24 @@ TEST(Bf16Model, EveryHeadLossAndGradientsAgreeWithFp32) {
   }
 }
 
-// PackedB gives mg::gemm's bits, in both precisions, on one thread and on several, through the
-// single-block path (the LSTM step) and the general one (many rows, several k blocks).
+// PackedB gives mg::gemm's bits, in both precisions and on the reference path (a plain copy that
+// gemm_reference reads), on one thread and on several, through the single-block path (the LSTM
+// step) and the general one (many rows, several k blocks).
 TEST(Bf16Model, PackedBGivesGemmsBits) {
-  std::vector<GemmPrecision> precisions = {GemmPrecision::kFp32};
-  if (have_bf16()) precisions.push_back(GemmPrecision::kBf16);
+  struct Mode {
+    GemmPath path;
+    GemmPrecision precision;
+    const char* name;
+  };
+  std::vector<Mode> modes = {{GemmPath::kFast, GemmPrecision::kFp32, "fp32 "},
+                             {GemmPath::kReference, GemmPrecision::kFp32, "reference "}};
+  if (have_bf16()) modes.push_back({GemmPath::kFast, GemmPrecision::kBf16, "bf16 "});
   struct S {
     bool tb;
     int64_t M, N, K;
   };
   const int saved = num_threads();
-  for (GemmPrecision p : precisions)
+  for (const Mode& mode : modes)
     for (const S& s :
          {S{false, 20, 200, 400}, S{true, 5, 77, 33}, S{false, 300, 130, 1100}, S{true, 1, 1, 1},
           // Wide enough that the packing itself is split between threads (slabs of 16 panels),
@@ -196,7 +203,8 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
           S{true, 8, 1700, 600}, S{false, 3, 500, 520},
           // More rows than that and more than 512 columns: A packed per block (pack_a + macro).
           S{false, 40, 1700, 300}}) {
-      const GemmPrecisionScope scope(p);
+      const GemmPathScope path(mode.path);
+      const GemmPrecisionScope scope(mode.precision);
       const Tensor A = random_tensor({s.M, s.K}, 21),
                    B = random_tensor({s.tb ? s.N : s.K, s.tb ? s.K : s.N}, 22);
       const int64_t ldb = s.tb ? s.K : s.N;
@@ -210,7 +218,7 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
         Tensor out = fresh(C0);
         gemm_packed_b(s.M, s.N, s.K, 0.5f, A.data(), s.K, packed, 0.75f, out.data(), s.N);
         EXPECT_EQ(0, std::memcmp(out.data(), want.data(), sizeof(float) * want.numel()))
-            << (p == GemmPrecision::kBf16 ? "bf16 " : "fp32 ") << s.M << "x" << s.K << "@" << s.K
+            << mode.name << s.M << "x" << s.K << "@" << s.K
             << "x" << s.N << (s.tb ? " NT" : "") << ", " << threads << " threads";
         // Slabs of columns (the head's forward): each gives the same bits as those columns of
         // the whole product; a slab may start on any packed panel and end anywhere.
@@ -220,12 +228,13 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
           gemm_packed_b_cols(s.M, j0, std::min(step, s.N - j0), s.K, 0.5f, A.data(), s.K, packed,
                              0.75f, slabs.data() + j0, s.N);
         EXPECT_EQ(0, std::memcmp(slabs.data(), want.data(), sizeof(float) * want.numel()))
-            << "slabs of " << step << " columns: " << s.M << "x" << s.K << "@" << s.K << "x" << s.N
+            << mode.name << "slabs of " << step << " columns: " << s.M << "x" << s.K << "@" << s.K << "x" << s.N
             << ", " << threads << " threads";
       }
     }
   set_num_threads(saved);
-  // Used with the wrong sizes, or after the precision changed, it says so instead of computing.
+  // Used with the wrong sizes, or after the precision or path changed, it says so instead of
+  // computing.
   const Tensor B = random_tensor({4, 6}, 1), A = random_tensor({3, 4}, 2);
   Tensor C = Tensor::zeros({3, 6});
   const PackedB packed(false, 4, 6, B.data(), 6);
@@ -242,4 +251,11 @@ TEST(Bf16Model, PackedBGivesGemmsBits) {
     EXPECT_THROW(gemm_packed_b(3, 6, 4, 1.0f, A.data(), 4, packed, 0.0f, C.data(), 6),
                  std::logic_error);
   }
+  const GemmPathScope reference(GemmPath::kReference);
+  EXPECT_THROW(gemm_packed_b(3, 6, 4, 1.0f, A.data(), 4, packed, 0.0f, C.data(), 6),
+               std::logic_error);
+  const PackedB plain(false, 4, 6, B.data(), 6);
+  const GemmPathScope fast(GemmPath::kFast);
+  EXPECT_THROW(gemm_packed_b(3, 6, 4, 1.0f, A.data(), 4, plain, 0.0f, C.data(), 6),
+               std::logic_error);
 }

@@ -36,9 +36,10 @@ struct Stopwatch {
   }
 };
 
-// The state saved at an epoch's end: resuming from it starts the next epoch.
+// The state at the start of the epoch after st's: its first segment, no loss summed yet.
 inline TrainState next_epoch(TrainState st) {
   ++st.epoch;
+  st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0;
   return st;
 }
 

@@ -38,30 +38,24 @@
 
 namespace mg {
 
-namespace {
-std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens) {
-  if (max_tokens <= 0 || max_tokens >= static_cast<int64_t>(ids.size())) return ids;
-  return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
-}
-}  // namespace
-
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks,
                      bool finetune) {
   if (cfg.threads > 0) set_num_threads(cfg.threads);
   // --detect-anomaly: every op of this run (training, validation, test) is checked for NaN/Inf.
   std::optional<AnomalyGuard> anomaly;
   if (cfg.detect_anomaly) anomaly.emplace();
-  const RunFiles files(cfg, finetune);
-  const auto say = [&](const std::string& line) {
-    if (hooks.display) hooks.display->message(line);
-  };
 
   // ---- data: B columns for training, eval_batch_size for validation; the run directory, locked
   // ----
-  const Batched train_data = batchify(head_of(corpus.train, cfg.max_train_tokens), cfg.batch_size);
-  const Batched val_data =
-      batchify(head_of(corpus.valid, cfg.max_eval_tokens), cfg.eval_batch_size);
-  check_run_inputs(cfg, finetune, files.state, corpus, train_data, val_data);
+  Run run(cfg, corpus, finetune, [&](const std::string& line) {
+    if (hooks.display) hooks.display->message(line);
+  });
+  // The names the rest of train_lm reads.
+  const Batched& train_data = run.train_data;
+  const RunFiles& files = run.files;
+  const bool writes_files = run.writes_files;
+  const auto& say = run.say;
+  check_run_inputs(cfg, finetune, files.state, corpus, train_data, run.val_data);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
   if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());
   for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
@@ -70,7 +64,6 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // --fused-lstm, --fused-head, --gemm, --precision, checked before any work (applied below).
   const ComputePaths paths = compute_paths(cfg.paths, cfg.device);
   // Under mpirun only rank 0 writes (and locks) the run directory; the others compute beside it.
-  const bool writes_files = process_rank() == 0;
   std::optional<RunLock> lock;
   if (writes_files) {
     std::filesystem::create_directories(cfg.save);
@@ -88,8 +81,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // when the run ends).
   const ComputePathsScope compute(paths, &model);
   model.to(cfg.device);
-  Run run(cfg, corpus, finetune, files, writes_files, train_data, val_data, model, say);
-  start_state(run);
+  start_state(run, model);
   run.best = best_model_file(run);
   // The names the loop below reads and advances.
   TrainState& st = run.st;
@@ -111,11 +103,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const std::vector<Tensor> params = model.parameters();
   HealthProbe health(model.named_parameters());  // --log-stats, on the logged steps only
 
-  for (; st.epoch <= cfg.epochs; ++st.epoch) {
+  while (st.epoch <= cfg.epochs) {
     model.train();
     const auto epoch_start = TrainClock::now();
     IntervalSums interval;
-    if (st.batch_pos == 0) hidden = model.init_hidden(cfg.batch_size);
     // A budget's schedule (--asgd_epoch): average from this epoch on, as a finetune would.
     if (st.batch_pos == 0 && cfg.asgd_epoch > 0 && st.epoch >= cfg.asgd_epoch &&
         st.optimizer == OptimizerKind::SGD)
@@ -169,8 +160,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       const std::string reason = agreed_stop_reason(cfg, st, elapsed());
       if (reason.empty()) continue;
       st.elapsed_s = elapsed();
-      if (writes_files)
-        save_state(files.state, cfg, model, *opt, st, hidden, bptt_gen, corpus.vocab);
+      if (writes_files) save_state(files.state, cfg, model, run, corpus.vocab);
       result.stopped = true, result.stop_reason = reason, result.steps = st.step;
       if (reason != kInterruptedReason)  // a budget stop validates; an interrupted run ends now
         result.final_val_loss = validate_at_stop(run, metrics, elapsed());
@@ -189,17 +179,18 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     if (hooks.display) hooks.display->epoch(em);
     const bool done = nt_asgd(run, val_loss);
 
-    // The state to resume from starts the next epoch.
-    st.batch_pos = 0, st.epoch_loss_sum = 0, st.epoch_loss_count = 0, st.elapsed_s = elapsed();
+    // On to the next epoch, which starts from a zero LSTM state (as AWD-LSTM's main.py does); the
+    // state saved is that start, so a run resumed from it continues exactly.
+    result.epochs_done = st.epoch;
+    st = next_epoch(st), st.elapsed_s = elapsed();
+    hidden = model.init_hidden(cfg.batch_size);
     if (writes_files) {
-      save_state(files.state, cfg, model, *opt, next_epoch(st), model.init_hidden(cfg.batch_size),
-                 bptt_gen, corpus.vocab);
+      save_state(files.state, cfg, model, run, corpus.vocab);
       draw_curves(
           files,
           (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""),
           say);
     }
-    result.epochs_done = st.epoch;
     if (done) break;
   }
 

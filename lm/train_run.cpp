@@ -9,10 +9,31 @@
 #include "lm/evaluate.h"
 #include "lm/recipe_rules.h"
 #include "lm/run_checks.h"
+#include "mpi/processes.h"
 #include "tensor/gemm.h"
 #include "tensor/parallel.h"
 
 namespace mg {
+
+namespace {
+std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens) {
+  if (max_tokens <= 0 || max_tokens >= static_cast<int64_t>(ids.size())) return ids;
+  return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
+}
+}  // namespace
+
+Run::Run(const TrainConfig& c, const Corpus& data, bool fine,
+         std::function<void(const std::string&)> display)
+    : cfg(c),
+      corpus(data),
+      finetune(fine),
+      files(c, fine),
+      writes_files(process_rank() == 0),  // under mpirun only rank 0 writes (and locks)
+      train_data(batchify(head_of(data.train, c.max_train_tokens), c.batch_size)),
+      val_data(batchify(head_of(data.valid, c.max_eval_tokens), c.eval_batch_size)),
+      say(std::move(display)) {
+  bptt_gen = Generator(c.seed * 2654435761u + 17);
+}
 
 double validation_loss(const Run& r, RNNModel& model) {
   return evaluate(model, r.val_data, r.cfg.bptt,
@@ -31,7 +52,7 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   const Vocab& vocab = r.corpus.vocab;
   const std::string& state_path = r.files.state;
   opt.swap_in_average();
-  const double val_loss = validation_loss(r, r.model);
+  const double val_loss = validation_loss(r, *r.model);
   if (!(val_loss <= diverged_loss(vocab.size())))
     throw std::runtime_error(
         diverged_message("validation loss", val_loss, st.step, vocab.size(), state_path));
@@ -39,7 +60,7 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
   const bool keep = val_loss < best.loss;
   if (keep) {
     if (r.writes_files)
-      save_model(best.path, r.model, vocab,
+      save_model(best.path, *r.model, vocab,
                  {{"val_loss", join_doubles({val_loss})}, {"epoch", std::to_string(st.epoch)}});
     best.loss = val_loss;
   } else if (val_loss <= st.best_val && best.loss < val_loss) {
@@ -56,7 +77,7 @@ std::pair<double, bool> validate_and_keep_best(Run& r) {
 namespace {
 LoadedModel load_model_for_run(const std::string& path, const Run& r) {
   LoadedModel m = load_model(path);
-  m.model->paths = r.model.paths;
+  m.model->paths = r.model->paths;
   m.model->to(r.cfg.device);
   return m;
 }
@@ -80,11 +101,12 @@ BestModelFile best_model_file(const Run& r) {
   return best;
 }
 
-void start_state(Run& r) {
+void start_state(Run& r, RNNModel& model) {
   const TrainConfig& cfg = r.cfg;
   const RunFiles& files = r.files;
-  RNNModel& model = r.model;
   TrainState& st = r.st;
+  r.model = &model;
+  r.hidden = model.init_hidden(cfg.batch_size);
   if (r.finetune) {
     const Checkpoint ck = load_checkpoint(files.best);
     // The model must be for this corpus's words in this order: finetuning another corpus's model
@@ -97,7 +119,7 @@ void start_state(Run& r) {
   }
   r.opt = std::make_unique<Optimizer>(st.optimizer, model.named_parameters(), cfg.wdecay);
   if (cfg.resume) {
-    restore_state(files.state, cfg, r.corpus, model, r.opt, st, r.hidden, r.bptt_gen);
+    restore_state(files.state, cfg, r.corpus, model, r);
     r.say("resumed " + files.state + " at epoch " + std::to_string(st.epoch) + ", step " +
           std::to_string(st.step));
   } else if (r.finetune) {
@@ -119,7 +141,7 @@ void start_state(Run& r) {
 void switch_to_asgd(Run& r, const std::string& why) {
   r.say("switching to ASGD (" + why + ")");
   r.st.optimizer = OptimizerKind::ASGD;
-  r.opt = std::make_unique<Optimizer>(r.st.optimizer, r.model.named_parameters(), r.cfg.wdecay);
+  r.opt = std::make_unique<Optimizer>(r.st.optimizer, r.model->named_parameters(), r.cfg.wdecay);
 }
 
 bool nt_asgd(Run& r, double val_loss) {

@@ -29,38 +29,24 @@ struct BestModelFile {
 };
 
 // Everything one training run works on, so that the helpers below take the run instead of a dozen
-// parameters each; train_lm's loop reads top to bottom over the same names. The inputs and the
-// model are train_lm's; the state that the loop advances is the run's own.
-struct Run {
+// parameters each; train_lm's loop reads top to bottom over the same names. Made from the config
+// and the corpus before the model exists (the data and the files are checked first); start_state
+// gives it the model. Its Progress (opt, st, hidden, bptt_gen) is what the loop advances and a
+// checkpoint holds.
+struct Run : Progress {
   const TrainConfig& cfg;
   const Corpus& corpus;
   const bool finetune;
-  const RunFiles& files;
-  const bool writes_files;    // rank 0 (of mpirun's N; the only one without MPI) writes every file
-  const Batched& train_data;  // B columns
-  const Batched& val_data;    // eval_batch_size columns
-  RNNModel& model;
+  const RunFiles files;
+  const bool writes_files;   // rank 0 (of mpirun's N; the only one without MPI) writes every file
+  const Batched train_data;  // B columns
+  const Batched val_data;    // eval_batch_size columns
   std::function<void(const std::string&)> say;  // a line for the display (none without one)
-  std::unique_ptr<Optimizer> opt;  // SGD, ASGD after NT-ASGD's switch (or from a finetune's start)
-  TrainState st;                   // where the run is: epoch, step, position, best validation
-  Hidden hidden;                   // the LSTM state carried from one segment to the next
-  Generator bptt_gen;              // variable BPTT's segment lengths
-  BestModelFile best;              // best.ckpt and the loss of the model it holds
+  RNNModel* model = nullptr;                    // the model trained, from start_state on
+  BestModelFile best;                           // best.ckpt and the loss of the model it holds
 
-  Run(const TrainConfig& c, const Corpus& data, bool fine, const RunFiles& f, bool writes,
-      const Batched& train, const Batched& val, RNNModel& m,
-      std::function<void(const std::string&)> display)
-      : cfg(c),
-        corpus(data),
-        finetune(fine),
-        files(f),
-        writes_files(writes),
-        train_data(train),
-        val_data(val),
-        model(m),
-        say(std::move(display)),
-        hidden(m.init_hidden(c.batch_size)),
-        bptt_gen(c.seed * 2654435761u + 17) {}
+  Run(const TrainConfig& c, const Corpus& data, bool fine,
+      std::function<void(const std::string&)> display);
 };
 
 // A model's mean loss on the run's validation data, in the groups training runs in where they
@@ -79,9 +65,10 @@ std::pair<double, bool> validate_and_keep_best(Run& r);
 // hold a finetune's model, and --max_eval_tokens / --eval_batch_size may have changed.
 BestModelFile best_model_file(const Run& r);
 
-// The optimizer and state the run starts from: fresh; the best model with ASGD from the first step
-// (finetuning, which must then beat that model's validation); or everything from the checkpoint.
-void start_state(Run& r);
+// The run trains `model` (kept by reference) from here: the optimizer and state it starts from are
+// fresh; the best model with ASGD from the first step (finetuning, which must then beat that
+// model's validation); or everything from the checkpoint.
+void start_state(Run& r, RNNModel& model);
 
 // SGD -> ASGD now (a fresh averaging optimizer), saying why on the display.
 void switch_to_asgd(Run& r, const std::string& why);

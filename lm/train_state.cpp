@@ -127,8 +127,11 @@ std::string join_doubles(const std::vector<double>& v) {
 }
 
 void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model,
-                const Optimizer& opt, const TrainState& st, const Hidden& hidden,
-                const Generator& bptt_gen, const Vocab& vocab) {
+                const Progress& progress, const Vocab& vocab) {
+  const Optimizer& opt = *progress.opt;
+  const TrainState& st = progress.st;
+  const Hidden& hidden = progress.hidden;
+  const Generator& bptt_gen = progress.bptt_gen;
   NamedTensors tensors;
   for (const auto& [name, t] : model.named_parameters()) tensors.emplace_back("model." + name, t);
   for (const auto& [name, t] : opt.state()) tensors.emplace_back("optim." + name, t);
@@ -160,14 +163,15 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
 // The mirror of save_state: every piece of state back from state_path, so the losses continue
 // exactly. The optimizer is rebuilt as the checkpoint's kind (SGD may have become ASGD).
 void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus,
-                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
-                   Generator& bptt_gen) {
-  restore_state(load_checkpoint(state_path), cfg, corpus, model, opt, st, hidden, bptt_gen);
+                   RNNModel& model, Progress& progress) {
+  restore_state(load_checkpoint(state_path), cfg, corpus, model, progress);
 }
 
 void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& corpus,
-                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
-                   Generator& bptt_gen) {
+                   RNNModel& model, Progress& progress) {
+  std::unique_ptr<Optimizer>& opt = progress.opt;
+  TrainState& st = progress.st;
+  Hidden& hidden = progress.hidden;
   const std::string& state_path = ck.path;
   check_resume_flags(ck, cfg, state_path);
   Vocab trained;
@@ -194,7 +198,7 @@ void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& c
     if (name.rfind("optim.", 0) == 0) optim_state.emplace_back(name.substr(6), t);
   opt->load_state(optim_state, int_field(ck, "optimizer_steps", 0, kBig));
   restore_generator(model.dropout_gen, ck, "dropout_gen");
-  restore_generator(bptt_gen, ck, "bptt_gen");
+  restore_generator(progress.bptt_gen, ck, "bptt_gen");
   // The carried hidden state must be this model's at this batch size: a wrong shape is the file's
   // fault, said here, not an LSTM error at the first step.
   for (size_t l = 0; l < hidden.size(); ++l)

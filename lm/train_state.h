@@ -26,23 +26,31 @@ struct TrainState {
   OptimizerKind optimizer = OptimizerKind::SGD;
 };
 
+// What the training loop advances besides the weights: with them, all a checkpoint must hold for
+// a resumed run to continue bit for bit.
+struct Progress {
+  std::unique_ptr<Optimizer> opt;  // SGD, ASGD after NT-ASGD's switch (or from a finetune's start)
+  TrainState st;                   // where the run is: epoch, step, position, best validation
+  Hidden hidden;                   // the LSTM state carried from one segment to the next
+  Generator bptt_gen;              // variable BPTT's segment lengths
+};
+
 // Writes the whole state to `path` (atomically): parameters "model.*", optimizer state "optim.*",
 // hidden state "hidden.<l>.h/c", the config (TrainConfig::to_map), counters, RNG states,
 // vocabulary.
 void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model,
-                const Optimizer& opt, const TrainState& st, const Hidden& hidden,
-                const Generator& bptt_gen, const Vocab& vocab);
+                const Progress& progress, const Vocab& vocab);
 
-// The mirror of save_state. Refuses a checkpoint of another vocabulary, and flags that define the
-// run (model, --optimizer, --batch_size, --max_train_tokens) that differ from the checkpoint's.
-// Every field is checked: a damaged or crafted one (with a valid CRC) is an error naming the file
-// and the field. The second form takes the checkpoint already read (the fuzz target's way in).
+// The mirror of save_state: the model's weights and all of `progress` (its optimizer rebuilt as
+// the checkpoint's kind; its hidden state must already have this model's shapes, which the file's
+// must match). Refuses a checkpoint of another vocabulary, and flags that define the run (model,
+// --optimizer, --batch_size, --max_train_tokens) that differ from the checkpoint's. Every field is
+// checked: a damaged or crafted one (with a valid CRC) is an error naming the file and the field.
+// The second form takes the checkpoint already read (the fuzz target's way in).
 void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus,
-                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
-                   Generator& bptt_gen);
+                   RNNModel& model, Progress& progress);
 void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& corpus,
-                   RNNModel& model, std::unique_ptr<Optimizer>& opt, TrainState& st, Hidden& hidden,
-                   Generator& bptt_gen);
+                   RNNModel& model, Progress& progress);
 
 // Doubles as text with 17 digits (exact round trip), space-separated.
 std::string join_doubles(const std::vector<double>& v);

@@ -44,14 +44,16 @@ void write_state_seeds(const std::filesystem::path& dir) {
     TrainConfig cfg = fuzz_state_config();
     cfg.optimizer = s.optimizer;
     RNNModel model(cfg.model, 3);
-    Optimizer opt(s.kind, model.named_parameters(), cfg.wdecay);
-    TrainState st;
+    Progress progress;
+    progress.opt = std::make_unique<Optimizer>(s.kind, model.named_parameters(), cfg.wdecay);
+    TrainState& st = progress.st;
     st.optimizer = s.kind, st.epoch = s.epoch, st.step = s.step, st.tokens = s.step * 20;
     st.val_history = s.history;
     if (!s.history.empty()) st.best_val = s.history.back();
-    Generator bptt_gen(11);
-    save_state((dir / (std::string(s.name) + ".ckpt")).string(), cfg, model, opt, st,
-               model.init_hidden(cfg.batch_size), bptt_gen, corpus.vocab);
+    progress.hidden = model.init_hidden(cfg.batch_size);
+    progress.bptt_gen = Generator(11);
+    save_state((dir / (std::string(s.name) + ".ckpt")).string(), cfg, model, progress,
+               corpus.vocab);
   }
 }
 

@@ -253,11 +253,11 @@ void train_state(const uint8_t* data, size_t size) {
     expect_clear_error([&] {
       const mg::Checkpoint ck = mg::parse_checkpoint(bytes, "fuzz_state.ckpt");
       mg::RNNModel model(cfg.model, 1);
-      std::unique_ptr<mg::Optimizer> opt;
-      mg::TrainState st;
-      mg::Hidden hidden = model.init_hidden(cfg.batch_size);
-      mg::Generator bptt_gen(1);
-      mg::restore_state(ck, cfg, corpus, model, opt, st, hidden, bptt_gen);
+      mg::Progress progress;
+      progress.hidden = model.init_hidden(cfg.batch_size);
+      mg::restore_state(ck, cfg, corpus, model, progress);
+      const mg::TrainState& st = progress.st;
+      const mg::Hidden& hidden = progress.hidden;
       if (st.epoch < 1 || st.step < 0 || st.batch_pos < 0 || st.tokens < 0 ||
           std::isnan(st.best_val))
         broken("a counter out of range");

@@ -45,12 +45,13 @@ mg::Vocab tiny_vocab() {
 void save_tiny_state(const std::string& path, uint64_t seed, int64_t step) {
   const mg::TrainConfig cfg = tiny_config();
   mg::RNNModel model(cfg.model, seed);
-  mg::Optimizer opt(mg::OptimizerKind::SGD, model.named_parameters(), cfg.wdecay);
-  mg::TrainState st;
-  st.epoch = 1, st.step = step, st.tokens = step * 20;
-  mg::Generator bptt_gen(11);
-  mg::save_state(path, cfg, model, opt, st, model.init_hidden(cfg.batch_size), bptt_gen,
-                 tiny_vocab());
+  mg::Progress progress;
+  progress.opt =
+      std::make_unique<mg::Optimizer>(mg::OptimizerKind::SGD, model.named_parameters(), cfg.wdecay);
+  progress.st.epoch = 1, progress.st.step = step, progress.st.tokens = step * 20;
+  progress.hidden = model.init_hidden(cfg.batch_size);
+  progress.bptt_gen = mg::Generator(11);
+  mg::save_state(path, cfg, model, progress, tiny_vocab());
 }
 
 void save_tiny_model(const std::string& path, uint64_t seed, double val_loss) {

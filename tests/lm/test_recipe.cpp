@@ -293,9 +293,10 @@ TEST(Schedule, ResumeAtEveryEpochEndAcrossTheAsgdSwitchIsExact) {
 }
 
 // A run stopped by its epoch cap and resumed with a higher one gives the uninterrupted run's losses
-// bit for bit: each epoch starts from a zero hidden state (the checkpoint stores zeros at an epoch
-// end; a run that carried the last state across epochs would part here). --asgd_epoch switches at
-// the start of its epoch, resumed or not, and never before; its average then runs to the end.
+// bit for bit, and each epoch starts from a zero hidden state (the checkpoint at an epoch's end
+// holds zeros; a run that carried the last state across epochs would store it). --asgd_epoch
+// switches at the start of its epoch, resumed or not, and never before; its average then runs to
+// the end.
 TEST(Schedule, ResumeAfterAnEpochCapAndTheAsgdEpochAreExact) {
   const std::string dir = mgtest::ptb_dir();
   const Corpus corpus =
@@ -313,6 +314,15 @@ TEST(Schedule, ResumeAfterAnEpochCapAndTheAsgdEpochAreExact) {
   // One average over epochs 3 and 4: the optimizer has stepped since the end of epoch 2.
   EXPECT_EQ(load_checkpoint(cfg.save + "/checkpoint.ckpt").string("optimizer_steps"),
             std::to_string(epochs[3].step - epochs[1].step));
+  int hidden_tensors = 0;
+  for (const auto& [name, t] : load_checkpoint(cfg.save + "/checkpoint.ckpt").tensors)
+    if (name.rfind("hidden.", 0) == 0) {
+      ++hidden_tensors;
+      const Tensor c = contiguous(t);
+      for (int64_t i = 0; i < c.numel(); ++i)
+        ASSERT_EQ(c.data()[i], 0.0f) << name << ": the next epoch must start from zeros";
+    }
+  EXPECT_EQ(hidden_tensors, 2 * cfg.model.nlayers) << "h and c of every layer";
 
   TrainConfig part = cfg;
   part.save = mgtest::temp_dir("epoch_cap_parts");

@@ -1,6 +1,5 @@
-// Reductions and softmax: the GPU side of autograd/ops_reduce.cpp (sum, sum over a dim, logsumexp),
-// autograd/ops_softmax.cpp (softmax / log_softmax and their backward) and lm/optim.cpp's sum of
-// squares for clip_grad_norm.
+// Reductions: the GPU side of autograd/ops_reduce.cpp (sum, sum over a dim, logsumexp) and
+// lm/optim.cpp's sum of squares for clip_grad_norm (softmax: cuda/ops_softmax.cu).
 //
 // Deterministic: no atomics. Every output is computed by one thread, or by one block with a
 // fixed-shape tree, so the same input gives the same bits on every run. Sums are accumulated in
@@ -13,56 +12,24 @@
 //   - inner == 1 and n long (softmax over V = 10,000 words): one block per line, its threads
 //     striding along the line (coalesced) and combining with a block reduction;
 //   - otherwise (inner > 1, or short lines such as K = 15 experts): one thread per line,
-//   neighbouring
-//     threads taking neighbouring lines (coalesced when inner > 1); sum_dim splits each line over a
-//     few threads as well (see sum_dim_columns_kernel).
+//     neighbouring threads taking neighbouring lines (coalesced when inner > 1); sum_dim splits
+//     each line over a few threads as well (see sum_dim_columns_kernel).
 #include <cmath>
 #include <stdexcept>
 #include <string>
 
 #include "cuda/backend.h"
 #include "cuda/check.h"
-#include "math/formulas.h"
+#include "cuda/line_reduce.h"
 
 namespace mg {
 
 namespace {
 
-constexpr int kThreads =
-    256;  // threads per block; a multiple of 32 (block_reduce needs whole warps)
-constexpr int64_t kLongLine = 128;  // inner == 1 lines at least this long get a block each
+using namespace line_reduce;
+
 constexpr int kMaxPartials =
     1024;  // sum_all / sum_squares: at most this many per-block partial sums
-constexpr unsigned kMaxGrid =
-    65535;  // block-per-line kernels loop when there are more lines than this
-
-struct MaxOp {
-  __device__ float operator()(float a, float b) const { return b > a ? b : a; }
-};
-struct SumOp {
-  __device__ double operator()(double a, double b) const { return a + b; }
-};
-
-// The reduction of v over the block's threads, returned to every thread. A fixed tree (shuffles
-// within each warp, then warp 0 over the warps' results), so the result's bits depend only on the
-// inputs. Every thread of the block must call it (it synchronises); blockDim.x a multiple of 32.
-template <typename T, typename Op>
-__device__ T block_reduce(T v, Op op, T identity) {
-  __shared__ T warp_part[32];
-  __shared__ T result;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
-  if (lane == 0) warp_part[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < static_cast<int>(blockDim.x >> 5) ? warp_part[lane] : identity;
-    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
-    if (lane == 0) result = v;
-  }
-  __syncthreads();
-  return result;  // the next call writes warp_part and result only after a __syncthreads: safe to
-                  // reuse
-}
 
 // ---- sum of all elements (ops_reduce.cpp sum) and of squares (lm/optim.cpp clip_grad_norm) ----
 
@@ -201,113 +168,6 @@ __global__ void logsumexp_thread_kernel(const float* x, CudaSplit s, float* out)
   }
 }
 
-// ---- softmax / log_softmax (ops_softmax.cpp softmax_kernel): y has x's shape ----
-// y_j = (x_j - m) - log Σ (log space: not x_j - (m + log Σ), which would round m + log Σ to float
-// first), or exp(x_j - m) * (1 / Σ).
-
-// inner == 1, long lines: block per line.
-__global__ void softmax_block_kernel(const float* x, int64_t lines, int64_t n, float* y,
-                                     bool log_space) {
-  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
-    const float* line = x + w * n;
-    float* oline = y + w * n;
-    float m = -INFINITY;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = line[j] > m ? line[j] : m;
-    m = block_reduce(m, MaxOp(), -INFINITY);
-    double acc = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += expf(line[j] - m);
-    acc = block_reduce(acc, SumOp(), 0.0);
-    const float log_sum = static_cast<float>(log(acc));
-    const float inv_sum = static_cast<float>(1.0 / acc);
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      const float shifted = line[j] - m;
-      oline[j] = log_space ? shifted - log_sum : expf(shifted) * inv_sum;
-    }
-  }
-}
-
-// Thread per line.
-__global__ void softmax_thread_kernel(const float* x, CudaSplit s, float* y, bool log_space) {
-  const int64_t lines = s.outer * s.inner;
-  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < lines;
-       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
-    const float* line = x + base;
-    float* oline = y + base;
-    float m = -INFINITY;
-    for (int64_t j = 0; j < s.n; ++j) m = line[j * s.inner] > m ? line[j * s.inner] : m;
-    double acc = 0;
-    for (int64_t j = 0; j < s.n; ++j) acc += expf(line[j * s.inner] - m);
-    const float log_sum = static_cast<float>(log(acc));
-    const float inv_sum = static_cast<float>(1.0 / acc);
-    for (int64_t j = 0; j < s.n; ++j) {
-      const float shifted = line[j * s.inner] - m;
-      oline[j * s.inner] = log_space ? shifted - log_sum : expf(shifted) * inv_sum;
-    }
-  }
-}
-
-// ---- backward (ops_softmax.cpp softmax_backward_kernel): dx has y's shape ----
-//   log_softmax: dx_j = g_j - exp(y_j) * Σ_k g_k
-//   softmax:     dx_j = y_j * (g_j - Σ_k g_k y_k)
-// The sum in double, rounded to float once, as on the CPU.
-
-// inner == 1, long lines: block per line.
-__global__ void softmax_backward_block_kernel(const float* g, const float* y, int64_t lines,
-                                              int64_t n, float* dx, bool log_space) {
-  for (int64_t w = blockIdx.x; w < lines; w += gridDim.x) {
-    const float* gl = g + w * n;
-    const float* yl = y + w * n;
-    float* ol = dx + w * n;
-    double acc = 0;
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) acc += log_space ? gl[j] : gl[j] * yl[j];
-    const float total = static_cast<float>(block_reduce(acc, SumOp(), 0.0));
-    for (int64_t j = threadIdx.x; j < n; j += blockDim.x)
-      ol[j] = softmax_backward_entry(gl[j], yl[j], total, log_space);
-  }
-}
-
-// Thread per line.
-__global__ void softmax_backward_thread_kernel(const float* g, const float* y, CudaSplit s,
-                                               float* dx, bool log_space) {
-  const int64_t lines = s.outer * s.inner;
-  for (int64_t w = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < lines;
-       w += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t base = (w / s.inner) * s.n * s.inner + (w % s.inner);
-    double acc = 0;
-    for (int64_t j = 0; j < s.n; ++j) {
-      const int64_t k = base + j * s.inner;
-      acc += log_space ? g[k] : g[k] * y[k];
-    }
-    const float total = static_cast<float>(acc);
-    for (int64_t j = 0; j < s.n; ++j) {
-      const int64_t k = base + j * s.inner;
-      dx[k] = softmax_backward_entry(g[k], y[k], total, log_space);
-    }
-  }
-}
-
-// Which decomposition a split gets (see the top of the file).
-bool block_per_line(const CudaSplit& s) {
-  return s.inner == 1 && s.n >= kLongLine;
-}
-
-// Grids: block-per-line kernels get one block per line (looping beyond kMaxGrid); thread-per-line
-// kernels one thread per line (looping beyond kMaxGrid blocks).
-unsigned line_blocks(int64_t lines) {
-  return static_cast<unsigned>(lines < kMaxGrid ? lines : kMaxGrid);
-}
-unsigned thread_blocks(int64_t lines) {
-  const unsigned b = grid_for(lines, kThreads);
-  return b < kMaxGrid ? b : kMaxGrid;
-}
-
-void check_split(const CudaSplit& s, const char* what) {
-  if (s.outer < 0 || s.n < 0 || s.inner < 0)
-    throw std::invalid_argument(std::string(what) +
-                                ": negative size in the [outer, n, inner] split");
-}
-
 }  // namespace
 
 void cuda_sum_all(const float* x, int64_t n, float* out) {
@@ -362,33 +222,6 @@ void cuda_logsumexp_dim(const float* x, CudaSplit s, float* out) {
   } else {
     logsumexp_thread_kernel<<<thread_blocks(lines), kThreads>>>(x, s, out);
     CUDA_CHECK_LAUNCH("logsumexp_thread_kernel");
-  }
-}
-
-void cuda_softmax(const float* x, CudaSplit s, float* y, bool log_space) {
-  check_split(s, "cuda_softmax");
-  const int64_t lines = s.outer * s.inner;
-  if (lines == 0 || s.n == 0) return;
-  if (block_per_line(s)) {
-    softmax_block_kernel<<<line_blocks(lines), kThreads>>>(x, lines, s.n, y, log_space);
-    CUDA_CHECK_LAUNCH("softmax_block_kernel");
-  } else {
-    softmax_thread_kernel<<<thread_blocks(lines), kThreads>>>(x, s, y, log_space);
-    CUDA_CHECK_LAUNCH("softmax_thread_kernel");
-  }
-}
-
-void cuda_softmax_backward(const float* g, const float* y, CudaSplit s, float* dx, bool log_space) {
-  check_split(s, "cuda_softmax_backward");
-  const int64_t lines = s.outer * s.inner;
-  if (lines == 0 || s.n == 0) return;
-  if (block_per_line(s)) {
-    softmax_backward_block_kernel<<<line_blocks(lines), kThreads>>>(g, y, lines, s.n, dx,
-                                                                    log_space);
-    CUDA_CHECK_LAUNCH("softmax_backward_block_kernel");
-  } else {
-    softmax_backward_thread_kernel<<<thread_blocks(lines), kThreads>>>(g, y, s, dx, log_space);
-    CUDA_CHECK_LAUNCH("softmax_backward_thread_kernel");
   }
 }
 

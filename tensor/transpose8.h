@@ -1,5 +1,5 @@
 // The in-register transpose of an 8 x 8 block of floats that the AVX-512 GEMM's packing
-// (tensor/gemm_avx512.cpp) and the tiled transposed copy (transpose_rows, tensor/tensor.cpp) share.
+// (tensor/gemm_avx512.cpp) and the tiled transposed copy (transpose_rows, tensor/copy_contiguous.cpp) share.
 // x86-64 with GCC or Clang only; include it where immintrin.h is available.
 #pragma once
 

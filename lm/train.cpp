@@ -40,7 +40,6 @@ namespace mg {
 
 TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHooks& hooks,
                      bool finetune) {
-  if (cfg.threads > 0) set_num_threads(cfg.threads);
   // --detect-anomaly: every op of this run (training, validation, test) is checked for NaN/Inf.
   std::optional<AnomalyGuard> anomaly;
   if (cfg.detect_anomaly) anomaly.emplace();

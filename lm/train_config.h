@@ -34,7 +34,8 @@ struct TrainConfig {
   int64_t asgd_epoch = 0;  // > 0: SGD -> ASGD at the start of this epoch (a fixed budget's schedule)
   int64_t grad_groups = 1;  // --grad-groups G: the batch's columns in G groups (lm/column_groups.h)
   uint64_t seed = 1;
-  int threads = 0;              // 0: OpenMP's default (OMP_NUM_THREADS or all cores)
+  int threads = 0;  // --threads, 0: OpenMP's default. Applied once by the command line (cli/
+                    // commands.cpp run_mosgrad); train_lm runs on the threads it is given
   Device device = Device::CPU;  // --device cpu|cuda: where the model trains (not saved: a run
                                 // resumes on either)
   bool tf32 = false;  // --tf32: cuBLAS may use TF32 tensor cores (faster, ~1e-3 relative GEMMs)

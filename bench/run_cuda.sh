@@ -9,7 +9,8 @@
 #   as it is instead of building here (a GPU machine with no compiler time to spare)
 # mosgrad's figures come from build/release-cuda/bench/bench_train --device cuda; PyTorch's from
 # bench/torch_bench_cuda.py (the faster of its two loss forms; cuDNN LSTM). The table goes to stdout
-# and to $BENCH_OUT, its header naming the settings it ran with.
+# and to the top of $BENCH_OUT, its header naming the date, GPU, commit and settings; the runs
+# already in the file move under "## Earlier runs".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PRESETS="${BENCH_PRESETS:-small-mos,mos-paper}"
@@ -33,17 +34,20 @@ for p in ${PRESETS//,/ }; do
     echo "bench: PyTorch $p failed" >&2
 done
 touch "$OUT/torch.jsonl"
-"$PY" - "$OUT" "${BENCH_TF32:-0}" "$SECS" "$REPS" <<'PY' | tee "$RESULTS"
+COMMIT=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+"$PY" - "$OUT" "${BENCH_TF32:-0}" "$SECS" "$REPS" "$COMMIT" <<'PY' >"$OUT/table.md"
 import datetime, json, os, sys
 out = sys.argv[1]
 rows = lambda f: [json.loads(l) for l in open(os.path.join(out, f)) if l.startswith("{")]
 mg, pt = {r["preset"]: r for r in rows("mosgrad.jsonl")}, {r["preset"]: r for r in rows("torch.jsonl")}
+if not mg:
+    sys.exit("bench: mosgrad measured nothing; the results file is left as it was")
 dev = next(iter(mg.values()))["device"] if mg else "?"
 t0 = next(iter(pt.values()), {})
 print("# mosgrad on the GPU\n")
 tf32, secs, reps = sys.argv[2] == "1", sys.argv[3], sys.argv[4]
-print("%s — %s; PyTorch %s (cuDNN %s); `%sBENCH_SECONDS=%s BENCH_REPEATS=%s bash bench/run_cuda.sh`. %s" % (
-    datetime.date.today().isoformat(), dev, t0.get("torch", "?"), t0.get("cudnn", "?"),
+print("%s — %s; commit %s; PyTorch %s (cuDNN %s); `%sBENCH_SECONDS=%s BENCH_REPEATS=%s bash bench/run_cuda.sh`. %s" % (
+    datetime.date.today().isoformat(), dev, sys.argv[5], t0.get("torch", "?"), t0.get("cudnn", "?"),
     "BENCH_TF32=1 " if tf32 else "", secs, reps,
     "TF32 GEMMs on both sides." if tf32 else "FP32 everywhere (no TF32)."))
 print("Training: fixed T, forward + backward + clip + SGD, V = 10000 synthetic ids, medians of the runs;")
@@ -63,4 +67,19 @@ for p, m in mg.items():
         p, f(m["train_tok_s"]), f(tt), r(m["train_tok_s"], tt), f(m["eval_tok_s"]), f(t.get("eval_tok_s")),
         r(m["eval_tok_s"], t.get("eval_tok_s")), f(m["peak_gpu_mb"]), f(tm), r(m["peak_gpu_mb"], tm),
         100 * m["gemm_share"]))
+PY
+cat "$OUT/table.md"
+# The file keeps every run: this one on top, the runs before it under "## Earlier runs", newest
+# first (written beside the file and renamed over it, so an interrupted run leaves the old file).
+"$PY" - "$OUT/table.md" "$RESULTS" <<'PY'
+import os, sys
+new, path = open(sys.argv[1]).read().rstrip() + "\n", sys.argv[2]
+old = open(path).read() if os.path.exists(path) else ""
+marker = "\n## Earlier runs\n"
+top, _, earlier = old.partition(marker)
+top = top.strip().removeprefix("# mosgrad on the GPU").strip()
+kept = [part for part in (top, earlier.strip()) if part]
+with open(path + ".tmp", "w") as f:
+    f.write(new + (marker + "\n" + "\n\n".join(kept) + "\n" if kept else ""))
+os.replace(path + ".tmp", path)
 PY

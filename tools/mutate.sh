@@ -342,4 +342,8 @@ total=$((killed + survived + equivalent))
   for u in "${unexpected[@]}"; do echo "  $u"; done
 } | tee -a "$report"
 echo "(table saved in build/mutate/report.txt)"
+# A run of the whole list is a measurement: one stamped row in docs/testing/mutations.md.
+if ((${#selected[@]} == 0)) && [[ $LIST == "$ROOT/tools/mutations.txt" ]]; then
+  bash "$ROOT/tools/record_mutations.sh" "$ROOT" || echo "mutate: the run's row was not recorded" >&2
+fi
 ((${#unexpected[@]} == 0))

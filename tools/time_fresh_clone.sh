@@ -31,13 +31,7 @@ fi
 [ -n "${MOSGRAD_DATA:-}" ] || echo "time_fresh_clone: no PTB found: the PTB tests will skip" >&2
 
 commit=$(git -C "$ROOT" rev-parse --short=7 HEAD)
-cpu=$(grep -m1 '^model name' /proc/cpuinfo | sed 's/.*: //')
-family=$(grep -m1 '^cpu family' /proc/cpuinfo | sed 's/.*: //')
-model=$(grep -m1 '^model[[:space:]]*:' /proc/cpuinfo | sed 's/.*: //')
-simd=AVX2
-grep -qw avx512f /proc/cpuinfo && simd=AVX-512
-grep -qw avx512_bf16 /proc/cpuinfo && simd="$simd, AVX512_BF16"
-machine="$cpu (family $family model $model, $simd), $(nproc) cores"
+. "$ROOT/tools/machine_stamp.sh"  # sets machine
 
 # timed DIR COMMAND...: clone into DIR, run COMMAND there, print its wall seconds.
 timed() {

@@ -10,8 +10,12 @@
 
 #include "cli/run_commands.h"
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
+#include "io/own_output.h"
+#include "io/read_file.h"
 #include "io/same_file.h"
 #include "io/strf.h"
+#include "io/svg_plot.h"
 #include "lm/batching.h"
 #include "lm/corpus.h"
 #include "lm/dyneval.h"
@@ -115,6 +119,15 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
 
 // --out DIR for rank and bottleneck-demo: checked before any work (an existing file there is an
 // error), created only when there is something to write.
+// The first line of a table a command writes: its header, as the writer itself prints it.
+std::string csv_header(const std::string& csv) {
+  return csv.substr(0, csv.find('\n'));
+}
+
+bool drew_plot(const std::string& path) {
+  return drawn_by_mosgrad(read_file(path, "plot"));
+}
+
 std::string check_out_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (fs::exists(dir) && !fs::is_directory(dir))
@@ -160,6 +173,9 @@ int run_rank(CommandLine& c) {
   const std::string dir = check_out_dir(o.out);
   for (const char* f : {"spectrum.csv", "spectrum.svg"})
     require_other_file("rank", "--out", dir + f, o.model_path(), "the model");
+  require_own_output("rank", "--out", dir + "spectrum.csv", "a spectrum written by mosgrad rank",
+                     [](const std::string& p) { return first_line_is(p, csv_header(rank_csv({}))); });
+  require_own_output("rank", "--out", dir + "spectrum.svg", "a plot mosgrad drew", drew_plot);
   const auto t0 = std::chrono::steady_clock::now();
   require_eval_targets(static_cast<int64_t>(split_ids(corpus, o.split).size()), o.rank.batch_size,
                        "the " + o.split + " split of " + data_dir);
@@ -225,13 +241,8 @@ int run_pointer(CommandLine& c) {
   const PointerStream s = pointer_stream(*lm.model, split_ids(corpus, o.split), p.bptt);
   const double alone = model_alone(s, o.split);
   const double with_cache = pointer_grid(s, p.window, {p.theta}, {p.lambda}).best.loss;
-  require_finite_perplexity(
-      with_cache, "pointer: the " + o.split + " perplexity with the cache",
-      p.lambda >= 1 ? strf("likely cause --lambdasm %g: the cache alone scores each word, and a "
-                           "word not among the last --window %lld positions gets probability 0; "
-                           "use a lambda below 1",
-                           p.lambda, static_cast<long long>(p.window))
-                    : model_cause(o));
+  require_finite_perplexity(with_cache, "pointer: the " + o.split + " perplexity with the cache",
+                            model_cause(o));
   std::printf(
       "%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
       "theta %.3g, lambda %.3g) ppl %.3f\n",
@@ -244,6 +255,10 @@ int run_bottleneck_demo_command(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   const DemoConfig& demo = o.demo;
   const std::string dir = check_out_dir(o.out);
+  require_own_output("bottleneck-demo", "--out", dir + "demo.csv",
+                     "a table written by mosgrad bottleneck-demo",
+                     [](const std::string& p) { return first_line_is(p, csv_header(demo_csv({}))); });
+  require_own_output("bottleneck-demo", "--out", dir + "demo.svg", "a plot mosgrad drew", drew_plot);
   std::printf(
       "true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has "
       "d=%lld (K=%lld)\n",
@@ -268,6 +283,12 @@ int run_bottleneck_demo_command(CommandLine& c) {
 int run_export(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   require_other_file("export", "--out", o.out, o.model_path(), "the model being exported");
+  require_own_output("export", "--out", o.out, "a safetensors file written by mosgrad export",
+                     [](const std::string& p) {
+                       const SafetensorsFile f = load_safetensors(p);
+                       const auto it = f.metadata.find("format");
+                       return it != f.metadata.end() && it->second == "mosgrad";
+                     });
   const LoadedModel lm = load_model(o.model_path());
   export_safetensors(o.out, *lm.model, lm.vocab);
   std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(),
@@ -280,8 +301,16 @@ int run_import(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
   require_other_file("import", "--out", o.out, o.in, "the input file");
+  // Marked as import's, so that importing again may replace it, and nothing else (a run's
+  // best.ckpt holds a model too, but one that training chose and import must not overwrite).
+  const std::pair<std::string, std::string> mark{"written_by", "mosgrad import"};
+  require_own_output("import", "--out", o.out, "a checkpoint written by mosgrad import",
+                     [&](const std::string& p) {
+                       const Checkpoint ck = load_checkpoint(p);
+                       return ck.has_string(mark.first) && ck.string(mark.first) == mark.second;
+                     });
   const LoadedModel lm = import_safetensors(o.in);
-  save_model(o.out, *lm.model, lm.vocab);
+  save_model(o.out, *lm.model, lm.vocab, {mark});
   std::printf("wrote %s (%s)\n", o.out.c_str(), lm.model->config.summary().c_str());
   return 0;
 }

@@ -11,6 +11,8 @@
 #include "analysis/model_graph.h"
 #include "cli/run_commands.h"
 #include "io/atomic_file.h"
+#include "io/own_output.h"
+#include "io/read_file.h"
 #include "io/same_file.h"
 #include "lm/corpus.h"
 #include "lm/learning_curves.h"
@@ -97,7 +99,17 @@ int run_reproduce_command(CommandLine& c) {
 int run_graph(CommandLine& c) {
   const TrainConfig& cfg = c.train;
   const std::string& out = c.out;
-  write_file_atomically(out, model_graph_dot(cfg, c.values));
+  const std::string dot = model_graph_dot(cfg, c.values);
+  const std::string first_line = dot.substr(0, dot.find('\n'));
+  require_own_output("graph", "--out", out, "a graph written by mosgrad graph",
+                     [&](const std::string& p) { return first_line_is(p, first_line); });
+  // Graphviz's drawing of that graph names it in a comment near the top.
+  require_own_output("graph", "--out", out + ".svg", "Graphviz's drawing of a mosgrad graph",
+                     [](const std::string& p) {
+                       return read_file(p, "graph drawing").find("<!-- Title: autograd ") !=
+                              std::string::npos;
+                     });
+  write_file_atomically(out, dot);
   std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
               static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));
   if (std::system("command -v dot > /dev/null 2>&1") == 0) {

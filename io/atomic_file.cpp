@@ -48,14 +48,13 @@ void remove_leftover_temporaries(const std::string& path) noexcept {
     std::error_code ec;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
+      // Only "<file>.tmp.<pid>.<n>" is a temporary of ours: "<file>.tmp" itself, or any other
+      // name, is someone else's (a user's backup, say) and stays.
       if (name.compare(0, prefix.size(), prefix) != 0) continue;
-      if (name.size() > prefix.size()) {
-        long long pid = 0;
-        if (!parse_pid_suffix(name.substr(prefix.size()), &pid)) continue;
-        // Our own pid: another thread may be saving right now. A live process: the same.
-        if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH)
-          continue;
-      }
+      long long pid = 0;
+      if (!parse_pid_suffix(name.substr(prefix.size()), &pid)) continue;
+      // Our own pid: another thread may be saving right now. A live process: the same.
+      if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
       struct stat st;
       if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode))
         ::unlink(it->path().c_str());

@@ -13,9 +13,9 @@
 // io/file_ops.h, where tests/io/test_io_faults.cpp fails each one in turn.
 //
 // A temporary outlives its process only when that process dies mid-save (kill -9, power cut). The
-// next successful save of the same path removes such leftovers: "<path>.tmp" (the name older
-// versions used) and "<path>.tmp.<pid>.<n>" whose process no longer exists. Only regular files are
-// removed, and never the temporaries of a live process.
+// next successful save of the same path removes such leftovers: "<path>.tmp.<pid>.<n>" whose
+// process no longer exists. Only regular files of exactly that form are removed, never the
+// temporaries of a live process, and never a bare "<path>.tmp" (a name a user may have chosen).
 #pragma once
 
 #include <cstddef>

@@ -127,8 +127,7 @@ TEST(AtomicFile, AFailureLeavesNoTemporaryBehind) {
 TEST(AtomicFile, ASaveRemovesTheLeftoversOfDeadSavesOnly) {
   mgtest::TempDir dir;
   const std::string path = dir.file("m.ckpt");
-  // A save killed mid-way by an older mosgrad (fixed name) and by a process that has since died.
-  mgtest::write_bytes(path + ".tmp", "partial");
+  // A save killed mid-way by a process that has since died.
   const std::string dead = path + ".tmp." + std::to_string(dead_pid()) + ".0";
   mgtest::write_bytes(dead, "partial");
   // A save in progress in a live process (init is always alive), and files that only look similar.
@@ -136,11 +135,13 @@ TEST(AtomicFile, ASaveRemovesTheLeftoversOfDeadSavesOnly) {
   mgtest::write_bytes(live, "in flight");
   const std::string unrelated = path + ".tmp.notes";
   mgtest::write_bytes(unrelated, "mine");
+  // "<file>.tmp" carries no process id: a user's backup as likely as a temporary, so it stays.
+  mgtest::write_bytes(path + ".tmp", "a user's backup");
   fs::create_directory(path + ".tmp.99999999.0");  // not a regular file: never removed
 
   mg::write_file_atomically(path, "saved");
   EXPECT_EQ(mgtest::read_bytes(path), "saved");
-  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  EXPECT_EQ(mgtest::read_bytes(path + ".tmp"), "a user's backup");
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_TRUE(fs::exists(live));
   EXPECT_TRUE(fs::exists(unrelated));

@@ -1,6 +1,7 @@
 // The checkpoint container (io/checkpoint.h): bit-exact round trips, every kind of damaged file
 // giving an error that names the file and the problem, and the atomic write.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -223,11 +224,15 @@ TEST(Checkpoint, StrayTmpFileFromACrashIsIgnoredAndReplaced) {
   const std::string path = dir.file("m.ckpt");
   mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 1.0f)}}, {{"epoch", "1"}});
   const std::string before = read_bytes(path);
-  // A save killed half-way (Ctrl-C, crash) leaves only a partial .tmp behind.
-  write_bytes(path + ".tmp", before.substr(0, before.size() / 2));
+  // A save killed half-way (kill -9, a crash) leaves only a partial temporary behind, named for
+  // its process, which no longer exists.
+  const pid_t dead = ::fork();
+  if (dead == 0) ::_exit(0);
+  ::waitpid(dead, nullptr, 0);
+  write_bytes(path + ".tmp." + std::to_string(dead) + ".0", before.substr(0, before.size() / 2));
   EXPECT_EQ(read_bytes(path), before);
   EXPECT_EQ(mg::load_checkpoint(path).string("epoch"), "1");
-  // The next save overwrites the stray file and then replaces the checkpoint.
+  // The next save replaces the checkpoint and removes the stray file.
   mg::save_checkpoint(path, {{"w", mg::Tensor::full({3}, 2.0f)}}, {{"epoch", "2"}});
   EXPECT_TRUE(mgtest::temporaries_of(path).empty());
   const mg::Checkpoint ck = mg::load_checkpoint(path);

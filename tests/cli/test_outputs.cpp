@@ -1,0 +1,128 @@
+// An output flag never loses a file mosgrad did not write (io/own_output.h): export, import,
+// graph, rank and bottleneck-demo replace only their own earlier output at the name; a user's
+// file, a run's checkpoint, a directory or a symlink there is refused before any work and left
+// byte for byte as it was.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "lm/corpus.h"
+#include "lm/model_io.h"
+#include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
+
+using namespace mg;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs `mosgrad <words>` as the program does; the message it throws, "" when it returns.
+std::string error_of_command(std::vector<std::string> words) {
+  words.insert(words.begin(), "mosgrad");
+  return mgtest::error_of<std::exception>([&] {
+    CommandLine c = parse_command(words);
+    find_command(words[1]).run(c);
+  });
+}
+
+struct Files {
+  mgtest::TempDir dir;
+  std::string data, model;
+  Files() {
+    data = mgtest::write_synthetic_corpus("outputs");
+    const Corpus corpus = load_corpus(data);
+    model = dir.file("model.ckpt");
+    save_model(model, *mgtest::scaled_tiny_model(corpus.vocab.size(), 3), corpus.vocab);
+  }
+  // A file of the user's at `name`, its bytes.
+  std::string users(const std::string& name) {
+    mgtest::write_bytes(dir.file(name), "my notes\n");
+    return dir.file(name);
+  }
+};
+
+// The refusal: the command, the flag and the path named, the file unchanged.
+void expect_refused(const std::vector<std::string>& words, const std::string& path,
+                    const std::string& bytes, const std::string& why) {
+  const std::string e = error_of_command(words);
+  EXPECT_HAS(e, words[0] + ": --out " + path + " is there and is " + why);
+  EXPECT_HAS(e, "move it away or choose another --out");
+  EXPECT_EQ(mgtest::read_bytes(path), bytes) << words[0] << " changed " << path;
+}
+
+}  // namespace
+
+TEST(Outputs, ExportAndImportReplaceOnlyTheirOwnFiles) {
+  Files f;
+  const std::string notes = f.users("notes.txt");
+  expect_refused({"export", "--model", f.model, "--out", notes}, notes, "my notes\n",
+                 "not a safetensors file written by mosgrad export");
+  // A run's checkpoint is mosgrad's, but not an export: refused too.
+  const std::string run_state = f.dir.file("checkpoint.ckpt");
+  fs::copy_file(f.model, run_state);
+  const std::string state_bytes = mgtest::read_bytes(run_state);
+  expect_refused({"export", "--model", f.model, "--out", run_state}, run_state, state_bytes,
+                 "not a safetensors file written by mosgrad export");
+  fs::create_directory(f.dir.file("a_dir"));
+  EXPECT_HAS(error_of_command({"export", "--model", f.model, "--out", f.dir.file("a_dir")}),
+             "is there and is a directory");
+  fs::create_symlink(notes, f.dir.file("link.safetensors"));
+  EXPECT_HAS(error_of_command({"export", "--model", f.model, "--out", f.dir.file("link.safetensors")}),
+             "is there and is a symlink");
+  EXPECT_EQ(mgtest::read_bytes(notes), "my notes\n");
+
+  // Its own export it replaces (exporting again after more training).
+  const std::string st = f.dir.file("model.safetensors");
+  EXPECT_EQ(error_of_command({"export", "--model", f.model, "--out", st}), "");
+  EXPECT_EQ(error_of_command({"export", "--model", f.model, "--out", st}), "");
+
+  // import: never over a user's file, nor over a model training saved (best.ckpt) ...
+  expect_refused({"import", "--in", st, "--out", notes}, notes, "my notes\n",
+                 "not a checkpoint written by mosgrad import");
+  const std::string best = f.dir.file("best.ckpt");
+  fs::copy_file(f.model, best);
+  const std::string best_bytes = mgtest::read_bytes(best);
+  expect_refused({"import", "--in", st, "--out", best}, best, best_bytes,
+                 "not a checkpoint written by mosgrad import");
+  // ... but over its own earlier import.
+  const std::string imported = f.dir.file("imported.ckpt");
+  EXPECT_EQ(error_of_command({"import", "--in", st, "--out", imported}), "");
+  EXPECT_EQ(error_of_command({"import", "--in", st, "--out", imported}), "");
+  EXPECT_EQ(load_model(imported).model->config.summary(), load_model(f.model).model->config.summary());
+}
+
+TEST(Outputs, GraphRankAndTheDemoReplaceOnlyTheirOwnFiles) {
+  Files f;
+  const std::string notes = f.users("graph.dot");
+  expect_refused({"graph", "--preset", "tiny", "--out", notes}, notes, "my notes\n",
+                 "not a graph written by mosgrad graph");
+  const std::string dot = f.dir.file("tiny.dot");
+  EXPECT_EQ(error_of_command({"graph", "--preset", "tiny", "--out", dot}), "");
+  EXPECT_EQ(error_of_command({"graph", "--preset", "tiny", "--out", dot}), "");
+  // Graphviz's drawing goes beside it, at DOT.svg: a user's file there is refused too.
+  const std::string drawing = f.users("tiny.dot.svg");
+  expect_refused({"graph", "--preset", "tiny", "--out", dot}, drawing, "my notes\n",
+                 "not Graphviz's drawing of a mosgrad graph");
+
+  // rank --out DIR writes spectrum.csv and spectrum.svg there.
+  const std::string out = f.dir.file("rank");
+  const std::vector<std::string> rank = {"rank", "--model", f.model, "--data", f.data,
+                                         "--split", "valid", "--out", out};
+  EXPECT_EQ(error_of_command(rank), "");
+  EXPECT_EQ(error_of_command(rank), "");  // its own files: replaced
+  for (const char* name : {"spectrum.csv", "spectrum.svg"}) {
+    const std::string path = out + "/" + name;
+    mgtest::write_bytes(path, "my notes\n");
+    expect_refused(rank, path, "my notes\n", "not a ");
+    fs::remove(path);
+  }
+  // bottleneck-demo is refused before its minute of fitting.
+  const std::string demo = f.dir.file("demo");
+  fs::create_directory(demo);
+  mgtest::write_bytes(demo + "/demo.csv", "my notes\n");
+  expect_refused({"bottleneck-demo", "--out", demo}, demo + "/demo.csv", "my notes\n",
+                 "not a table written by mosgrad bottleneck-demo");
+}

@@ -59,6 +59,16 @@ void add_path_flags(FlagTable& t, ModelCommandOptions& o) {
   t.push_back(precision_flag(o.paths.precision));
 }
 
+// A count where -1 means "all" and 0 means nothing useful (statistics of no segment): refused.
+Flag all_or_at_least_one(Flag f, const int64_t& value) {
+  f.set = [set = f.set, name = f.name, &value](const std::string& text) {
+    set(text);
+    if (value == 0)
+      throw std::invalid_argument("--" + name + " must be -1 (all) or at least 1, got " + text);
+  };
+  return f;
+}
+
 }  // namespace
 
 // ---- train, finetune, graph, gradcheck: a preset, then the flags -----------------------------
@@ -188,9 +198,11 @@ FlagTable dyneval_flags(CommandLine& c) {
                      kMaxSize),
             int_flag("stat_batch_size", dyn, "batch size of the gradient statistics",
                      d.stat_batch_size, 1, kMaxSize),
-            int_flag("max_stat_batches", dyn,
-                     "gradient statistics on at most N training segments (-1: all)",
-                     d.max_stat_batches, -1, kMaxCount),
+            all_or_at_least_one(int_flag("max_stat_batches", dyn,
+                                         "gradient statistics on at most N training segments "
+                                         "(-1: all)",
+                                         d.max_stat_batches, -1, kMaxCount),
+                                d.max_stat_batches),
             bool_flag("ms", dyn, "MS = sqrt(mean ∇²) instead of sqrt(Σ ∇²)", d.mean_squares)});
   add_path_flags(t, o);
   return t;
@@ -275,8 +287,9 @@ FlagTable pointer_flags(CommandLine& c) {
                 p.window, 1, kMaxSize),
        double_flag("theta", ptr, "θ: sharpness of the attention over the cache",
                    p.theta, 0, 1e6),
-       double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture", p.lambda,
-                   0, 1),
+       // λ = 1 is the cache alone, which gives a word outside the window probability 0.
+       double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture, below 1",
+                   p.lambda, 0, 1, true),
        bool_flag("grid", ptr,
                  "choose θ and λ on valid (θ 0.25..64, λ 0.02..0.3), then score --split", p.grid),
        int_flag("bptt", kRun, "segment length of the model's pass", p.bptt, 1,
@@ -332,6 +345,11 @@ FlagTable reproduce_flags(CommandLine& c) {
                  std::string name;
                  for (std::istringstream list(v); std::getline(list, name, ',');)
                    if (!name.empty()) o.runs.push_back(name);
+                 // An empty list is a mistake (an unset shell variable), not "every run".
+                 if (o.runs.empty())
+                   throw std::invalid_argument("--runs '" + v +
+                                               "' names no run: give names like mos-s1,softmax-s1, "
+                                               "or leave --runs out for every run of the plan");
                },
                {}}};
 }

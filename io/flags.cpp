@@ -115,8 +115,8 @@ Flag float_flag(const std::string& name, const std::string& section, const std::
 }
 
 Flag double_flag(const std::string& name, const std::string& section, const std::string& help,
-                 double& target, double low, double high) {
-  return real_flag(name, section, help, target, low, high, false);
+                 double& target, double low, double high, bool high_open) {
+  return real_flag(name, section, help, target, low, high, high_open);
 }
 
 Flag bool_flag(const std::string& name, const std::string& section, const std::string& help,

@@ -36,7 +36,7 @@ Flag int_flag(const std::string& name, const std::string& section, const std::st
 Flag float_flag(const std::string& name, const std::string& section, const std::string& help,
                 float& target, double low, double high, bool high_open = false);
 Flag double_flag(const std::string& name, const std::string& section, const std::string& help,
-                 double& target, double low, double high);
+                 double& target, double low, double high, bool high_open = false);
 Flag bool_flag(const std::string& name, const std::string& section, const std::string& help,
                bool& target);
 Flag choice_flag(const std::string& name, const std::string& section, const std::string& help,

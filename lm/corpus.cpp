@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "io/crc32.h"
 #include "io/read_file.h"
+#include "io/strf.h"
 
 #ifndef MOSGRAD_SOURCE_DIR
 #define MOSGRAD_SOURCE_DIR "."
@@ -257,6 +259,15 @@ void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::stri
           what + " was trained on another vocabulary: word " + std::to_string(i) + " is '" +
           trained.word(i) + "' there and '" + corpus.word(i) +
           "' in the corpus (the same words in another order would score nonsense)");
+}
+
+std::string corpus_fingerprint(const Corpus& corpus) {
+  uint32_t crc = 0;
+  for (const std::string& w : corpus.vocab.words()) crc = crc32(w.data(), w.size() + 1, crc);
+  for (const std::vector<int64_t>* ids : {&corpus.train, &corpus.valid, &corpus.test})
+    crc = crc32(ids->data(), ids->size() * sizeof(int64_t), crc);
+  return strf("V=%lld, %zu/%zu/%zu tokens, crc32 %08x", static_cast<long long>(corpus.vocab.size()),
+              corpus.train.size(), corpus.valid.size(), corpus.test.size(), crc);
 }
 
 }  // namespace mg

@@ -27,28 +27,27 @@ std::string diverged_message(const std::string& what, double value, int64_t step
 }
 
 void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
-                      const Corpus& corpus, const Batched& train_data, const Batched& val_data) {
+                      const Corpus& corpus) {
+  if (std::filesystem::exists(cfg.save) && !std::filesystem::is_directory(cfg.save))
+    throw std::invalid_argument("--save " + cfg.save +
+                                " is a file, not a directory; choose another --save");
   if (cfg.resume && !std::filesystem::exists(state_path))
     throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
                                 (finetune ? " (start finetuning without --resume)"
                                           : " (start a new run without --resume)"));
-  if (!cfg.resume && !finetune && std::filesystem::exists(state_path))
-    throw std::invalid_argument("--save " + cfg.save + " already holds a run (" + state_path +
-                                "): continue it with --resume, or choose another --save");
+  if (!cfg.resume && std::filesystem::exists(state_path))
+    throw std::invalid_argument(
+        "--save " + cfg.save + " already holds a " + (finetune ? "finetune" : "run") + " (" +
+        state_path + "): continue it with --resume, or " +
+        (finetune ? "move " + state_path + " away to finetune " + cfg.save +
+                        "/best.ckpt afresh"
+                  : std::string("choose another --save")));
   if (!cfg.resume && !finetune &&
       std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before
     throw std::invalid_argument(
         "--save " + cfg.save + " already holds a model (" + cfg.save + "/best.ckpt) but no " +
         state_path +
         " to resume: choose another --save, or move that best.ckpt away to start over");
-  if (val_data.rows < 2)
-    throw std::invalid_argument(
-        "the validation split of " + corpus.dir + " has no targets at --eval_batch_size " +
-        std::to_string(cfg.eval_batch_size) + " (" + std::to_string(corpus.valid.size()) +
-        " tokens); it needs at least 2 tokens per column");
-  if (train_data.rows < 2)
-    throw std::invalid_argument("the training split of " + corpus.dir +
-                                " is too short for --batch_size " + std::to_string(cfg.batch_size));
   // --grad-groups: whole groups of columns per step, whole groups per process
   // (lm/column_groups.h). Validation needs none: it runs in the same groups when G divides its
   // batch, else whole (validation_groups).

@@ -20,9 +20,10 @@ std::string diverged_message(const std::string& what, double value, int64_t step
                              const std::string& state_path);
 
 // Never replace a user's run with a worse or half-made one: without --resume a directory that holds
-// a run is refused; with it, there must be something to resume. And both splits must have targets
-// (a validation with none would score ppl 1 and be "best" forever).
+// a run (or a finetune) is refused; with it, there must be something to resume. And the flags must
+// fit together (--grad-groups, the test split at --test_batch_size). That both splits have targets
+// is checked where they are batched (Run's constructor, lm/train_run.cpp).
 void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
-                      const Corpus& corpus, const Batched& train_data, const Batched& val_data);
+                      const Corpus& corpus);
 
 }  // namespace mg

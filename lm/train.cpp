@@ -54,7 +54,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const RunFiles& files = run.files;
   const bool writes_files = run.writes_files;
   const auto& say = run.say;
-  check_run_inputs(cfg, finetune, files.state, corpus, train_data, run.val_data);
+  check_run_inputs(cfg, finetune, files.state, corpus);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
   if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());
   for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
@@ -101,6 +101,17 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const Stopwatch elapsed(st.elapsed_s);  // seconds of the run, resumed runs continuing the count
   const std::vector<Tensor> params = model.parameters();
   HealthProbe health(model.named_parameters());  // --log-stats, on the logged steps only
+
+  // A resumed run may already be at its budget (--max-steps, --max-minutes): it takes no step
+  // past it, and leaves its files as they are.
+  if (const std::string reason = agreed_stop_reason(cfg, st, elapsed());
+      cfg.resume && !reason.empty() && reason != kInterruptedReason) {
+    say("nothing to do: the run in " + files.state + " is at step " + std::to_string(st.step) +
+        ", already at its budget (" + reason + "; raise it to train on)");
+    result.stopped = true, result.stop_reason = reason, result.steps = st.step;
+    result.best_val_loss = run.best.loss, result.epochs_done = st.epoch - 1;
+    return result;
+  }
 
   while (st.epoch <= cfg.epochs) {
     model.train();

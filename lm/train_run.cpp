@@ -16,9 +16,22 @@
 namespace mg {
 
 namespace {
-std::vector<int64_t> head_of(const std::vector<int64_t>& ids, int64_t max_tokens) {
-  if (max_tokens <= 0 || max_tokens >= static_cast<int64_t>(ids.size())) return ids;
-  return std::vector<int64_t>(ids.begin(), ids.begin() + max_tokens);
+// A split's first `max_tokens` (all when <= 0) in B columns. Each column needs an input and a
+// target, 2 tokens at least; fewer is refused naming the flags that chose the sizes (a validation
+// with no targets would score ppl 1 and be "best" forever).
+Batched batched_split(const std::vector<int64_t>& ids, int64_t max_tokens, int64_t B,
+                      const std::string& split, const std::string& dir,
+                      const std::string& batch_flag, const std::string& tokens_flag) {
+  const bool cut = max_tokens > 0 && max_tokens < static_cast<int64_t>(ids.size());
+  const int64_t n = cut ? max_tokens : static_cast<int64_t>(ids.size());
+  if (B < 1 || n < 2 * B)
+    throw std::invalid_argument(
+        "the " + split + " split of " + dir + " has " + std::to_string(n) + " tokens" +
+        (cut ? " (its first " + tokens_flag + " " + std::to_string(max_tokens) + ")" : "") +
+        ", too few for " + batch_flag + " " + std::to_string(B) + ": each of the " +
+        std::to_string(B) + " columns needs at least 2 tokens (lower " + batch_flag +
+        (cut ? " or raise " + tokens_flag : "") + ")");
+  return batchify(cut ? std::vector<int64_t>(ids.begin(), ids.begin() + n) : ids, B);
 }
 }  // namespace
 
@@ -29,8 +42,10 @@ Run::Run(const TrainConfig& c, const Corpus& data, bool fine,
       finetune(fine),
       files(c, fine),
       writes_files(process_rank() == 0),  // under mpirun only rank 0 writes (and locks)
-      train_data(batchify(head_of(data.train, c.max_train_tokens), c.batch_size)),
-      val_data(batchify(head_of(data.valid, c.max_eval_tokens), c.eval_batch_size)),
+      train_data(batched_split(data.train, c.max_train_tokens, c.batch_size, "training", data.dir,
+                               "--batch_size", "--max_train_tokens")),
+      val_data(batched_split(data.valid, c.max_eval_tokens, c.eval_batch_size, "validation",
+                             data.dir, "--eval_batch_size", "--max_eval_tokens")),
       say(std::move(display)) {
   bptt_gen = Generator(c.seed * 2654435761u + 17);
 }
@@ -101,6 +116,22 @@ BestModelFile best_model_file(const Run& r) {
   return best;
 }
 
+namespace {
+
+// The flags that shape the model (its head and sizes; dropouts may differ between training and
+// finetuning, as the MoS paper's finetune may set them anew).
+void check_same_architecture(const ModelConfig& trained, const ModelConfig& flags,
+                             const std::string& file) {
+  const std::map<std::string, std::string> have = trained.to_map(), want = flags.to_map();
+  for (const char* key : {"head", "emsize", "nhid", "nhidlast", "nlayers", "n_experts", "tied"})
+    if (have.at(key) != want.at(key))
+      throw std::invalid_argument("finetune: " + file + " holds a model made with --" + key + " " +
+                                  have.at(key) + "; the flags say --" + key + " " + want.at(key) +
+                                  " (finetune with the flags it was trained with)");
+}
+
+}  // namespace
+
 void start_state(Run& r, RNNModel& model) {
   const TrainConfig& cfg = r.cfg;
   const RunFiles& files = r.files;
@@ -109,9 +140,13 @@ void start_state(Run& r, RNNModel& model) {
   r.hidden = model.init_hidden(cfg.batch_size);
   if (r.finetune) {
     const Checkpoint ck = load_checkpoint(files.best);
-    // The model must be for this corpus's words in this order: finetuning another corpus's model
-    // would save it over best.ckpt with this vocabulary, scoring nonsense.
-    check_same_vocab(r.corpus.vocab, model_from_checkpoint(ck).vocab, files.best);
+    const LoadedModel trained = model_from_checkpoint(ck);
+    // The model must be for this corpus's words in this order, and of the architecture the flags
+    // build: finetuning another corpus's model would save it over best.ckpt with this vocabulary,
+    // and another head's weights (softmax's and sigsoftmax's have the same shapes) would be
+    // finetuned as this head and saved over the trained model.
+    check_same_vocab(r.corpus.vocab, trained.vocab, files.best);
+    check_same_architecture(trained.model->config, model.config, files.best);
     load_parameters(model, ck.tensors, "model.", files.best);
     st.optimizer = OptimizerKind::ASGD;
   } else if (cfg.optimizer == "adam") {

@@ -55,6 +55,7 @@ std::vector<int64_t> slice(const std::vector<int64_t>& ids, int64_t tokens) {
 struct Context {
   ReproducePlan plan;
   std::string out, data_dir, precision, commit, cpu;
+  std::string corpus_id;  // corpus_fingerprint: a record of another corpus is never mixed in
   Device device = Device::CPU;  // of the training stages
   const Corpus* corpus = nullptr;
   ProgressDisplay* display = nullptr;
@@ -302,7 +303,8 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
     throw std::runtime_error(what);
   }
   const Corpus corpus = load_corpus(c.data_dir, 1000000);
-  c.corpus = &corpus;
+  c.corpus = &corpus, c.corpus_id = corpus_fingerprint(corpus);
+  check_results_corpus(records, c.corpus_id, c.out, c.data_dir);
   c.commit = source_commit(), c.cpu = cpu_description();
   const ComputePathsScope compute(paths);  // the stages' commands apply their own flags too
   say("plan " + c.plan.name + ": " + c.plan.description + "; " +
@@ -324,7 +326,7 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       rec.add("plan", c.plan.name).add("run", run.name()).add("head", run.head);
       rec.add("seed", static_cast<int64_t>(run.seed)).add("stage", stage).add("date", utc_now());
       rec.add("commit", c.commit).add("cpu", c.cpu).add("precision", c.precision);
-      rec.add("threads", static_cast<int64_t>(num_threads()));
+      rec.add("threads", static_cast<int64_t>(num_threads())).add("corpus", c.corpus_id);
       std::string command;
       JsonLine fields;
       if (!run_stage(c, run, stage, fields, command)) {

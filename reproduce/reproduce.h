@@ -72,6 +72,12 @@ std::string results_precision(const std::vector<StageRecord>& records, const Rep
 void check_results_match_plan(const std::vector<StageRecord>& records, const ReproducePlan& plan,
                               const std::string& out);
 
+// Every line of DIR's results that names its corpus (corpus_fingerprint; lines from before the
+// field name none) was measured on this one, `data_dir`'s: a table never mixes corpora. Throws
+// std::runtime_error naming DIR, the run, both corpora and the ways on.
+void check_results_corpus(const std::vector<StageRecord>& records, const std::string& corpus_id,
+                          const std::string& out, const std::string& data_dir);
+
 // Before any work, for every run of `runs` (empty: all): its directory is absent, empty or
 // reproduce's own (check_run_dir_is_ours); its finished stages are the plan's first ones (else
 // the file was edited); a run directory started in another precision is refused; and

@@ -107,6 +107,16 @@ void check_results_match_plan(const std::vector<StageRecord>& records, const Rep
   }
 }
 
+void check_results_corpus(const std::vector<StageRecord>& records, const std::string& corpus_id,
+                          const std::string& out, const std::string& data_dir) {
+  for (const StageRecord& r : records)
+    if (!r.text("corpus").empty() && r.text("corpus") != corpus_id)
+      throw std::runtime_error("--out " + out + " holds results of " + r.text("run") +
+                               " measured on another corpus (" + r.text("corpus") +
+                               ") than --data " + data_dir + " (" + corpus_id +
+                               "): use the --data they were measured on, or another --out");
+}
+
 void check_runs_can_continue(const ReproducePlan& plan, const std::string& out,
                              const std::vector<StageRecord>& records,
                              const std::vector<std::string>& runs, const std::string& precision,

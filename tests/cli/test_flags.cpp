@@ -58,6 +58,19 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   const FlagTable gen = command_flags("generate", o);
   EXPECT_HAS(invalid_of([&] { apply_flag(gen, "generate", "temperature", "0"); }),
              "--temperature must be in [");
+  // Values that parse but mean nothing useful: statistics of no segment, the cache alone (a word
+  // outside its window gets probability 0), a list of no runs (not "every run").
+  const FlagTable dyn = command_flags("dyneval", o);
+  EXPECT_HAS(invalid_of([&] { apply_flag(dyn, "dyneval", "max_stat_batches", "0"); }),
+             "--max_stat_batches must be -1 (all) or at least 1, got 0");
+  EXPECT_NO_THROW(apply_flag(dyn, "dyneval", "max_stat_batches", "-1"));
+  const FlagTable ptr = command_flags("pointer", o);
+  EXPECT_HAS(invalid_of([&] { apply_flag(ptr, "pointer", "lambdasm", "1"); }),
+             "--lambdasm must be in [0, 1), got 1");
+  const FlagTable rep = command_flags("reproduce", o);
+  for (const char* none : {"", ","})
+    EXPECT_HAS(invalid_of([&] { apply_flag(rep, "reproduce", "runs", none); }),
+               "names no run");
 }
 
 TEST(Flags, GoodValuesLandInTheConfig) {
@@ -162,11 +175,35 @@ TEST(Flags, TrainerRefusesToLoseOrMisreadARun) {
              "already holds a run");  // not silently replaced
   cfg.resume = true, cfg.max_steps = 3;
   EXPECT_NO_THROW(train_lm(cfg, corpus));  // continuing it is fine
+  // Resumed at its budget, a run takes no step past it and leaves its files as they are.
+  const std::string state = mgtest::read_bytes(cfg.save + "/checkpoint.ckpt"),
+                    metrics = mgtest::read_bytes(cfg.save + "/metrics.jsonl");
+  std::vector<double> again;
+  TrainHooks hooks;
+  hooks.on_step = [&](int64_t, double loss) { again.push_back(loss); };
+  const TrainResult at_budget = train_lm(cfg, corpus, hooks);
+  EXPECT_TRUE(again.empty()) << again.size() << " steps past --max-steps";
+  EXPECT_TRUE(at_budget.stopped);
+  EXPECT_EQ(at_budget.steps, 3);
+  EXPECT_EQ(mgtest::read_bytes(cfg.save + "/checkpoint.ckpt"), state);
+  EXPECT_EQ(mgtest::read_bytes(cfg.save + "/metrics.jsonl"), metrics);
 
-  // A validation split too short for its batch would score ppl 1 and become "best" forever.
+  // A validation split too short for its batch would score ppl 1 and become "best" forever; a
+  // split too short for its flags is refused naming them.
   TrainConfig wide = mgtest::small_config(corpus.dir, mgtest::temp_dir("refusals_wide"));
   wide.eval_batch_size = static_cast<int64_t>(corpus.valid.size());
-  EXPECT_HAS(invalid_of([&] { train_lm(wide, corpus); }), "has no targets");
+  EXPECT_HAS(invalid_of([&] { train_lm(wide, corpus); }),
+             "the validation split of " + corpus.dir + " has " +
+                 std::to_string(corpus.valid.size()) + " tokens, too few for --eval_batch_size");
+  wide.eval_batch_size = 4, wide.max_train_tokens = 5;
+  EXPECT_HAS(invalid_of([&] { train_lm(wide, corpus); }),
+             "has 5 tokens (its first --max_train_tokens 5), too few for --batch_size 4");
+  EXPECT_FALSE(std::filesystem::exists(wide.save + "/metrics.jsonl"));
+  wide.max_train_tokens = 0, wide.save = wide.save + "/a_file";
+  mgtest::write_bytes(wide.save, "mine");
+  EXPECT_HAS(invalid_of([&] { train_lm(wide, corpus); }),
+             "--save " + wide.save + " is a file, not a directory");
+  EXPECT_EQ(mgtest::read_bytes(wide.save), "mine");
 }
 
 TEST(Flags, AnotherVocabularyOfTheSameSizeIsRefused) {

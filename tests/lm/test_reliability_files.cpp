@@ -104,6 +104,30 @@ TEST(BestModel, AFreshFinetuneRefusesAModelOfAnotherVocabulary) {
   EXPECT_EQ(read_file(best, "best"), before);  // untouched
 }
 
+TEST(BestModel, AFinetuneRefusesAnotherHeadAndKeepsAFinetuneAlreadyThere) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("finetune_twice"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("finetune_twice_run"));
+  cfg.epochs = 1, cfg.model.head = HeadKind::Softmax;
+  mgtest::run_collecting(cfg, corpus);
+  const std::string best = cfg.save + "/best.ckpt", state = cfg.save + "/finetune.ckpt";
+  const std::string trained = read_file(best, "best");
+  // Sigsoftmax's weights have softmax's shapes: without the check they would load, be finetuned
+  // as another head and be saved over the trained model.
+  TrainConfig other_head = cfg;
+  other_head.model.head = HeadKind::Sigsoftmax;
+  EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(other_head, corpus, {}, true); }),
+             "holds a model made with --head softmax; the flags say --head sigsoftmax");
+  EXPECT_EQ(read_file(best, "best"), trained);
+  EXPECT_FALSE(fs::exists(state));
+  // A finetune's progress is continued with --resume, never started over.
+  cfg.max_steps = 2;
+  train_lm(cfg, corpus, {}, true);
+  const std::string progress = read_file(state, "finetune state");
+  EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(cfg, corpus, {}, true); }),
+             "already holds a finetune (" + state + "): continue it with --resume");
+  EXPECT_EQ(read_file(state, "finetune state"), progress);
+}
+
 TEST(BestModel, AResumedRunKeepsABetterModelItDidNotMake) {
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("best_on_disk"));
   // A long run makes a good model ...

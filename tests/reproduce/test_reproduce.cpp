@@ -48,6 +48,8 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
 
   const std::vector<StageRecord> records = read_results(results_path(out));
   ASSERT_EQ(static_cast<int>(records.size()), stages);
+  const std::string corpus_id = corpus_fingerprint(load_corpus(data));
+  EXPECT_HAS(corpus_id, "V=10000, 929589/73760/82430 tokens, crc32 ");
   std::set<std::string> seen;
   for (const StageRecord& r : records) {
     EXPECT_TRUE(seen.insert(r.text("run") + "/" + r.text("stage")).second) << "duplicated";
@@ -60,6 +62,7 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
     EXPECT_LE(r.number("cpu_s"), 1.05 * r.number("wall_s") * num_threads() + 0.05);
     EXPECT_EQ(r.number("threads"), static_cast<double>(num_threads()));
     EXPECT_EQ(r.text("device"), "cpu");
+    EXPECT_EQ(r.text("corpus"), corpus_id);  // what a later run into `out` must match
     EXPECT_EQ(read_file(out + "/runs/" + r.text("run") + "/precision", "precision"),
               r.text("precision") + "\n");  // what a resume on another machine must match
     const std::string stage = r.text("stage");

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "lm/corpus.h"
 #include "lm/training_stop.h"
 #include "reproduce/reproduce.h"
 #include "reproduce/reproduce_files.h"
@@ -240,6 +241,25 @@ TEST(ReproduceFiles, ARunsMetricsAreCheckedWhenReadBack) {
 
 // Under mpirun -np 2 both processes once started, one blaming the lock the other held and the
 // other --grad-groups 1 after a stage had begun; now the first check refuses any N > 1.
+// Continued with another --data, a directory's results were once mixed with the new corpus's in
+// one table without a word.
+TEST(ReproduceFiles, ResultsOfAnotherCorpusAreRefused) {
+  const mgtest::TempDir d;
+  const std::string out = d.str();
+  const std::string data = mgtest::write_synthetic_corpus("reproduce_other_corpus");
+  const std::string other = "V=3, 10/5/5 tokens, crc32 00000000";
+  std::string line = train_line("softmax-s1");
+  line.insert(1, "\"corpus\":\"" + other + "\",");
+  mgtest::write_bytes(out + "/results.jsonl", line);
+  ReproduceOptions o = quick(out, {"sigsoftmax-s1"});
+  o.data = data;
+  const std::string e = refusal(o);
+  EXPECT_HAS(e, "holds results of softmax-s1 measured on another corpus (" + other +
+                    ") than --data " + data + " (" + corpus_fingerprint(load_corpus(data)) + ")");
+  EXPECT_FALSE(fs::exists(out + "/runs/sigsoftmax-s1"));
+  EXPECT_EQ(mgtest::read_bytes(out + "/results.jsonl"), line);
+}
+
 TEST(ReproduceFiles, MoreThanOneProcessIsRefusedWithTheDocumentedMessage) {
   EXPECT_EQ(error_of<std::invalid_argument>([] { require_one_process(1); }), "");
   EXPECT_EQ(error_of<std::invalid_argument>([] { require_one_process(2); }),

@@ -190,12 +190,10 @@ FlagTable dyneval_flags(CommandLine& c) {
             choice_flag("split", kIn, "which part of the corpus to score", o.split,
                         {"valid", "test", "train"}),
             device_flag(o), threads_flag(o.threads),
-            float_flag("lamb", dyn, "λ: decay towards the trained weights", d.lamb,
-                       0, 1e6),
+            float_flag("lamb", dyn, "λ: decay towards the trained weights", d.lamb, 0, 1e6),
             float_flag("lr", dyn, "η: step size", d.lr, 0, 1e6),
             float_flag("epsilon", dyn, "ε in ∇/(MS+ε)", d.epsilon, 1e-12, 1e6),
-            int_flag("bptt", dyn, "segment length of the adaptation steps", d.bptt, 1,
-                     kMaxSize),
+            int_flag("bptt", dyn, "segment length of the adaptation steps", d.bptt, 1, kMaxSize),
             int_flag("stat_batch_size", dyn, "batch size of the gradient statistics",
                      d.stat_batch_size, 1, kMaxSize),
             all_or_at_least_one(int_flag("max_stat_batches", dyn,
@@ -279,21 +277,18 @@ FlagTable pointer_flags(CommandLine& c) {
   t.insert(
       t.end(),
       {data_flag(o.data),
-       choice_flag("split", kIn,
-                   "which part of the corpus to score, at batch size 1", o.split,
+       choice_flag("split", kIn, "which part of the corpus to score, at batch size 1", o.split,
                    {"valid", "test"}),
        device_flag(o), threads_flag(o.threads),
-       int_flag("window", ptr, "L: how many earlier positions the cache holds",
-                p.window, 1, kMaxSize),
-       double_flag("theta", ptr, "θ: sharpness of the attention over the cache",
-                   p.theta, 0, 1e6),
+       int_flag("window", ptr, "L: how many earlier positions the cache holds", p.window, 1,
+                kMaxSize),
+       double_flag("theta", ptr, "θ: sharpness of the attention over the cache", p.theta, 0, 1e6),
        // λ = 1 is the cache alone, which gives a word outside the window probability 0.
-       double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture, below 1",
-                   p.lambda, 0, 1, true),
+       double_flag("lambdasm", ptr, "λ: weight of the cache in the mixture, below 1", p.lambda, 0,
+                   1, true),
        bool_flag("grid", ptr,
                  "choose θ and λ on valid (θ 0.25..64, λ 0.02..0.3), then score --split", p.grid),
-       int_flag("bptt", kRun, "segment length of the model's pass", p.bptt, 1,
-                kMaxSize)});
+       int_flag("bptt", kRun, "segment length of the model's pass", p.bptt, 1, kMaxSize)});
   add_path_flags(t, o);
   return t;
 }

@@ -124,6 +124,12 @@ std::string csv_header(const std::string& csv) {
   return csv.substr(0, csv.find('\n'));
 }
 
+// The folder a file goes in ("." for a bare name).
+std::string parent_folder(const std::string& file) {
+  const std::string parent = std::filesystem::path(file).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
 bool drew_plot(const std::string& path) {
   return drawn_by_mosgrad(read_file(path, "plot"));
 }
@@ -171,10 +177,12 @@ int run_rank(CommandLine& c) {
   const Corpus& corpus = m.corpus;
   const std::string& data_dir = m.data_dir;
   const std::string dir = check_out_dir(o.out);
+  require_writable_dir("--out", o.out);
   for (const char* f : {"spectrum.csv", "spectrum.svg"})
     require_other_file("rank", "--out", dir + f, o.model_path(), "the model");
-  require_own_output("rank", "--out", dir + "spectrum.csv", "a spectrum written by mosgrad rank",
-                     [](const std::string& p) { return first_line_is(p, csv_header(rank_csv({}))); });
+  require_own_output(
+      "rank", "--out", dir + "spectrum.csv", "a spectrum written by mosgrad rank",
+      [](const std::string& p) { return first_line_is(p, csv_header(rank_csv({}))); });
   require_own_output("rank", "--out", dir + "spectrum.svg", "a plot mosgrad drew", drew_plot);
   const auto t0 = std::chrono::steady_clock::now();
   require_eval_targets(static_cast<int64_t>(split_ids(corpus, o.split).size()), o.rank.batch_size,
@@ -255,10 +263,12 @@ int run_bottleneck_demo_command(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   const DemoConfig& demo = o.demo;
   const std::string dir = check_out_dir(o.out);
-  require_own_output("bottleneck-demo", "--out", dir + "demo.csv",
-                     "a table written by mosgrad bottleneck-demo",
-                     [](const std::string& p) { return first_line_is(p, csv_header(demo_csv({}))); });
-  require_own_output("bottleneck-demo", "--out", dir + "demo.svg", "a plot mosgrad drew", drew_plot);
+  require_writable_dir("--out", o.out);
+  require_own_output(
+      "bottleneck-demo", "--out", dir + "demo.csv", "a table written by mosgrad bottleneck-demo",
+      [](const std::string& p) { return first_line_is(p, csv_header(demo_csv({}))); });
+  require_own_output("bottleneck-demo", "--out", dir + "demo.svg", "a plot mosgrad drew",
+                     drew_plot);
   std::printf(
       "true P*: N=%lld contexts, V=%lld words, %lld likely words per context; every head has "
       "d=%lld (K=%lld)\n",
@@ -283,6 +293,7 @@ int run_bottleneck_demo_command(CommandLine& c) {
 int run_export(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   require_other_file("export", "--out", o.out, o.model_path(), "the model being exported");
+  require_writable_dir("--out", parent_folder(o.out));
   require_own_output("export", "--out", o.out, "a safetensors file written by mosgrad export",
                      [](const std::string& p) {
                        const SafetensorsFile f = load_safetensors(p);
@@ -301,6 +312,7 @@ int run_import(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
   require_other_file("import", "--out", o.out, o.in, "the input file");
+  require_writable_dir("--out", parent_folder(o.out));
   // Marked as import's, so that importing again may replace it, and nothing else (a run's
   // best.ckpt holds a model too, but one that training chose and import must not overwrite).
   const std::pair<std::string, std::string> mark{"written_by", "mosgrad import"};
@@ -310,6 +322,12 @@ int run_import(CommandLine& c) {
                        return ck.has_string(mark.first) && ck.string(mark.first) == mark.second;
                      });
   const LoadedModel lm = import_safetensors(o.in);
+  // Without its words a model cannot score text: every command would refuse the checkpoint.
+  if (lm.vocab.size() == 0)
+    throw std::invalid_argument(
+        "import: " + o.in +
+        " has no vocabulary (__metadata__ \"vocab\": the words, one per line, in the order of the "
+        "embedding's rows, as mosgrad export writes it); nothing was written");
   save_model(o.out, *lm.model, lm.vocab, {mark});
   std::printf("wrote %s (%s)\n", o.out.c_str(), lm.model->config.summary().c_str());
   return 0;

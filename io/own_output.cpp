@@ -1,9 +1,16 @@
 #include "io/own_output.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
 #include <system_error>
+
+#include "io/file_ops.h"
 
 namespace mg {
 
@@ -33,7 +40,31 @@ void require_own_output(const std::string& command, const std::string& flag,
   }
   throw std::invalid_argument(command + ": " + flag + " " + path + " is there and is " + what +
                               "; mosgrad replaces only its own earlier output: move it away or "
-                              "choose another " + flag);
+                              "choose another " +
+                              flag);
+}
+
+void require_writable_dir(const std::string& flag, const std::string& dir) {
+  std::error_code ec;
+  fs::path folder = dir.empty() ? fs::path(".") : fs::path(dir);
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder)
+    folder = folder.parent_path();
+  if (!fs::exists(folder, ec)) folder = ".";  // a relative path none of whose folders exist yet
+  const std::string where = flag + " " + dir + ": cannot create files in " + folder.string();
+  if (!fs::is_directory(folder, ec))
+    throw std::invalid_argument(where + " (it is a file, not a folder); choose another " + flag);
+  const std::string probe = (folder / (".mosgrad-probe." + std::to_string(::getpid()))).string();
+  const int fd = file_ops::open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EEXIST)
+      return;  // our own probe from a thread of this process: the folder takes files
+    throw std::invalid_argument(where + " (" + std::strerror(err) +
+                                "); nothing was started: choose a folder you can write to, or "
+                                "change its permissions");
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 bool first_line_is(const std::string& path, const std::string& first_line) {

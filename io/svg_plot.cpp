@@ -11,9 +11,37 @@ namespace mg {
 
 namespace {
 
+// The length of the well-formed UTF-8 sequence at s[i] (1-4 bytes), 0 when it is not one.
+size_t utf8_length(const std::string& s, size_t i) {
+  const auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char b = byte(i);
+  const size_t n = b < 0x80           ? 1
+                   : (b >> 5) == 0x6  ? 2
+                   : (b >> 4) == 0xE  ? 3
+                   : (b >> 3) == 0x1E ? 4
+                                      : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k)
+    if ((byte(i + k) >> 6) != 0x2) return 0;
+  // Overlong forms, surrogates and code points above U+10FFFF are not UTF-8 either.
+  if ((n == 2 && b < 0xC2) || (n == 3 && b == 0xE0 && byte(i + 1) < 0xA0) ||
+      (n == 3 && b == 0xED && byte(i + 1) >= 0xA0) || (n == 4 && b == 0xF0 && byte(i + 1) < 0x90) ||
+      (n == 4 && (b > 0xF4 || (b == 0xF4 && byte(i + 1) >= 0x90))))
+    return 0;
+  return n;
+}
+
 // s with the five XML special characters escaped and the control characters XML 1.0 forbids
 // dropped.
-std::string xml_escape(const std::string& s) {
+std::string xml_escape(const std::string& raw) {
+  // An SVG is UTF-8 XML: bytes that are not UTF-8 (a folder name in another encoding) become
+  // U+FFFD, or no program could read the file.
+  std::string s;
+  for (size_t i = 0; i < raw.size();) {
+    const size_t n = utf8_length(raw, i);
+    s += n ? raw.substr(i, n) : "\xEF\xBF\xBD";
+    i += n ? n : 1;
+  }
   std::string out;
   for (char c : s) {
     switch (c) {

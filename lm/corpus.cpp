@@ -188,8 +188,16 @@ Corpus load_corpus(const std::string& dir, int64_t max_vocab) {
   };
 
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw std::runtime_error("data directory " + dir + " does not exist. " + kHowToGetData);
+  if (!fs::is_directory(dir, ec)) {
+    const char* env = std::getenv("MOSGRAD_DATA");
+    const std::string from = env && dir == env ? " (from $MOSGRAD_DATA)" : "";
+    if (fs::exists(dir, ec))
+      throw std::runtime_error("data directory " + dir + from +
+                               " is a file, not a directory: give the folder that holds the "
+                               "corpus's train, valid and test files. " +
+                               kHowToGetData);
+    throw std::runtime_error("data directory " + dir + from + " does not exist. " + kHowToGetData);
+  }
   const Layout* layout = nullptr;
   for (const Layout& l : layouts)
     if (fs::exists(file(l, "train"), ec)) {
@@ -266,8 +274,9 @@ std::string corpus_fingerprint(const Corpus& corpus) {
   for (const std::string& w : corpus.vocab.words()) crc = crc32(w.data(), w.size() + 1, crc);
   for (const std::vector<int64_t>* ids : {&corpus.train, &corpus.valid, &corpus.test})
     crc = crc32(ids->data(), ids->size() * sizeof(int64_t), crc);
-  return strf("V=%lld, %zu/%zu/%zu tokens, crc32 %08x", static_cast<long long>(corpus.vocab.size()),
-              corpus.train.size(), corpus.valid.size(), corpus.test.size(), crc);
+  return strf("%s, V=%lld, %zu/%zu/%zu tokens, crc32 %08x", corpus.format.c_str(),
+              static_cast<long long>(corpus.vocab.size()), corpus.train.size(), corpus.valid.size(),
+              corpus.test.size(), crc);
 }
 
 }  // namespace mg

@@ -72,9 +72,9 @@ struct Corpus {
 // data), an empty file (no words), a binary / non-UTF-8 file, a vocabulary over max_vocab.
 Corpus load_corpus(const std::string& dir, int64_t max_vocab = 0);
 
-// What identifies a corpus in a record: "V=10000, 929589/73760/82430 tokens, crc32 1a2b3c4d" (the
-// vocabulary's size, the three splits' lengths, a CRC-32 of the words and of every token id), so
-// that results measured on another corpus, or another version of it, are never mixed with these.
+// What identifies a corpus in a record: "ptb, V=10000, 929589/73760/82430 tokens, crc32 1a2b3c4d"
+// (the format, the vocabulary's size, the three splits' lengths, a CRC-32 of the words and of every
+// token id), so that results of another corpus, or of another version of it, are never mixed in.
 std::string corpus_fingerprint(const Corpus& corpus);
 
 // Reads one text file into ids with the rules above. With grow = true new words are added to

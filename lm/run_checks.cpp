@@ -39,8 +39,7 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
     throw std::invalid_argument(
         "--save " + cfg.save + " already holds a " + (finetune ? "finetune" : "run") + " (" +
         state_path + "): continue it with --resume, or " +
-        (finetune ? "move " + state_path + " away to finetune " + cfg.save +
-                        "/best.ckpt afresh"
+        (finetune ? "move " + state_path + " away to finetune " + cfg.save + "/best.ckpt afresh"
                   : std::string("choose another --save")));
   if (!cfg.resume && !finetune &&
       std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before

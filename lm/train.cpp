@@ -17,6 +17,7 @@
 #include "autograd/ops.h"
 #include "cuda/backend.h"
 #include "io/checkpoint.h"
+#include "io/own_output.h"
 #include "io/run_lock.h"
 #include "lm/batching.h"
 #include "lm/column_groups.h"
@@ -65,6 +66,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // Under mpirun only rank 0 writes (and locks) the run directory; the others compute beside it.
   std::optional<RunLock> lock;
   if (writes_files) {
+    require_writable_dir("--save", cfg.save);  // not found out at the first save, a step too late
     std::filesystem::create_directories(cfg.save);
     lock.emplace(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
                                " --save " + cfg.save);

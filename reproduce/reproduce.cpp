@@ -11,6 +11,7 @@
 #include "analysis/rank.h"
 #include "cuda/backend.h"
 #include "io/atomic_file.h"
+#include "io/own_output.h"
 #include "io/run_lock.h"
 #include "io/strf.h"
 #include "lm/batching.h"
@@ -55,7 +56,7 @@ std::vector<int64_t> slice(const std::vector<int64_t>& ids, int64_t tokens) {
 struct Context {
   ReproducePlan plan;
   std::string out, data_dir, precision, commit, cpu;
-  std::string corpus_id;  // corpus_fingerprint: a record of another corpus is never mixed in
+  std::string corpus_id;        // corpus_fingerprint: a record of another corpus is never mixed in
   Device device = Device::CPU;  // of the training stages
   const Corpus* corpus = nullptr;
   ProgressDisplay* display = nullptr;
@@ -291,6 +292,10 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   PathFlags path_flags;                // the plan's precision, the fast paths otherwise
   path_flags.precision = c.precision;
   const ComputePaths paths = compute_paths(path_flags, Device::CPU);  // no bf16: refused now
+  // Every folder a selected run will write in takes files: not found out after a stage's work.
+  require_writable_dir("--out", c.out);
+  for (const PlanRun& run : c.plan.runs)
+    if (run_selected(options.runs, run)) require_writable_dir("--out", run_dir(c.out, run));
   fs::create_directories(c.out + "/runs");
   std::unique_ptr<RunLock> lock;
   try {

@@ -33,7 +33,8 @@ namespace {
 ReproducePlan quick_plan() {
   ReproducePlan p;
   p.name = "quick";
-  p.description = "every head on a 2,000-token PTB slice, a tiny model; checks the pipeline";
+  p.description =
+      "every head on a 2,000-token slice of the corpus, a tiny model; checks the pipeline";
   p.train_flags = {"--preset",           "tiny", "--emsize",          "16",  "--nhid",   "24",
                    "--nhidlast",         "24",   "--n_experts",       "2",   "--epochs", "2",
                    "--max_train_tokens", "2000", "--max_eval_tokens", "300", "--bptt",   "10",

@@ -237,6 +237,11 @@ std::string wall_time_note(const std::vector<StageRecord>& records, const Reprod
 std::string results_markdown(const std::vector<StageRecord>& records, const ReproducePlan& plan) {
   const auto heads = heads_of(plan);
   std::string md = "## Plan `" + plan.name + "`: " + plan.description + "\n\n";
+  for (const StageRecord& r : records)  // one corpus per folder (check_results_corpus)
+    if (!r.text("corpus").empty()) {
+      md += "Corpus: " + r.text("corpus") + ".\n\n";
+      break;
+    }
   md +=
       "Perplexities: mean ± standard deviation over the seeds (n = how many). Valid at B=10, test "
       "at B=1.\n\n";

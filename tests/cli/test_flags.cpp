@@ -69,8 +69,7 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
              "--lambdasm must be in [0, 1), got 1");
   const FlagTable rep = command_flags("reproduce", o);
   for (const char* none : {"", ","})
-    EXPECT_HAS(invalid_of([&] { apply_flag(rep, "reproduce", "runs", none); }),
-               "names no run");
+    EXPECT_HAS(invalid_of([&] { apply_flag(rep, "reproduce", "runs", none); }), "names no run");
 }
 
 TEST(Flags, GoodValuesLandInTheConfig) {

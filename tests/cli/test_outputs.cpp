@@ -4,13 +4,19 @@
 // byte for byte as it was.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "io/file_ops.h"
+#include "io/own_output.h"
+#include "io/safetensors.h"
 #include "lm/corpus.h"
 #include "lm/model_io.h"
+#include "lm/train.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
@@ -70,8 +76,9 @@ TEST(Outputs, ExportAndImportReplaceOnlyTheirOwnFiles) {
   EXPECT_HAS(error_of_command({"export", "--model", f.model, "--out", f.dir.file("a_dir")}),
              "is there and is a directory");
   fs::create_symlink(notes, f.dir.file("link.safetensors"));
-  EXPECT_HAS(error_of_command({"export", "--model", f.model, "--out", f.dir.file("link.safetensors")}),
-             "is there and is a symlink");
+  EXPECT_HAS(
+      error_of_command({"export", "--model", f.model, "--out", f.dir.file("link.safetensors")}),
+      "is there and is a symlink");
   EXPECT_EQ(mgtest::read_bytes(notes), "my notes\n");
 
   // Its own export it replaces (exporting again after more training).
@@ -91,7 +98,8 @@ TEST(Outputs, ExportAndImportReplaceOnlyTheirOwnFiles) {
   const std::string imported = f.dir.file("imported.ckpt");
   EXPECT_EQ(error_of_command({"import", "--in", st, "--out", imported}), "");
   EXPECT_EQ(error_of_command({"import", "--in", st, "--out", imported}), "");
-  EXPECT_EQ(load_model(imported).model->config.summary(), load_model(f.model).model->config.summary());
+  EXPECT_EQ(load_model(imported).model->config.summary(),
+            load_model(f.model).model->config.summary());
 }
 
 TEST(Outputs, GraphRankAndTheDemoReplaceOnlyTheirOwnFiles) {
@@ -109,8 +117,8 @@ TEST(Outputs, GraphRankAndTheDemoReplaceOnlyTheirOwnFiles) {
 
   // rank --out DIR writes spectrum.csv and spectrum.svg there.
   const std::string out = f.dir.file("rank");
-  const std::vector<std::string> rank = {"rank", "--model", f.model, "--data", f.data,
-                                         "--split", "valid", "--out", out};
+  const std::vector<std::string> rank = {"rank",    "--model", f.model, "--data", f.data,
+                                         "--split", "valid",   "--out", out};
   EXPECT_EQ(error_of_command(rank), "");
   EXPECT_EQ(error_of_command(rank), "");  // its own files: replaced
   for (const char* name : {"spectrum.csv", "spectrum.svg"}) {
@@ -125,4 +133,52 @@ TEST(Outputs, GraphRankAndTheDemoReplaceOnlyTheirOwnFiles) {
   mgtest::write_bytes(demo + "/demo.csv", "my notes\n");
   expect_refused({"bottleneck-demo", "--out", demo}, demo + "/demo.csv", "my notes\n",
                  "not a table written by mosgrad bottleneck-demo");
+}
+
+// A read-only run folder was found out at the first save, after the steps before it (up to an
+// epoch) had run. The probe file is the first file a command opens for writing; refused here by
+// the I/O hook as a folder without write permission refuses it (EACCES), even for root.
+TEST(Outputs, AFolderThatTakesNoFilesIsRefusedBeforeAnyWork) {
+  Files f;
+  const Corpus corpus = load_corpus(f.data);
+  const TrainConfig cfg = mgtest::small_config(f.data, f.dir.file("run"));
+  const io_fault::FaultPlan refused{io_fault::kOpen, 1, EACCES};
+  {
+    io_fault::Scope hook(refused);
+    int steps = 0;
+    TrainHooks hooks;
+    hooks.on_step = [&](int64_t, double) { ++steps; };
+    EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(cfg, corpus, hooks); }),
+               "--save " + cfg.save + ": cannot create files in " + f.dir.str() +
+                   " (Permission denied); nothing was started");
+    EXPECT_EQ(steps, 0);
+  }
+  EXPECT_FALSE(fs::exists(cfg.save));
+  const std::string out = f.dir.file("rank");
+  {
+    io_fault::Scope hook(refused);
+    EXPECT_HAS(error_of_command({"rank", "--model", f.model, "--data", f.data, "--out", out}),
+               "--out " + out + ": cannot create files in " + f.dir.str());
+  }
+  EXPECT_FALSE(fs::exists(out));
+  // Unhooked, the probe leaves nothing behind; a file where a folder must be is named.
+  EXPECT_NO_THROW(require_writable_dir("--out", f.dir.file("new/sub")));
+  for (const auto& e : fs::directory_iterator(f.dir.str()))
+    EXPECT_NE(e.path().filename().string().rfind(".mosgrad-probe", 0), 0u) << e.path();
+  EXPECT_HAS(
+      mgtest::error_of<std::exception>([&] { require_writable_dir("--save", f.model + "/sub"); }),
+      "it is a file, not a folder");
+}
+
+// import once wrote a checkpoint no command could use from a file without its words.
+TEST(Outputs, ImportRefusesAModelWithoutItsVocabulary) {
+  Files f;
+  const LoadedModel m = load_model(f.model);
+  std::map<std::string, std::string> meta;
+  for (const auto& [k, v] : m.model->config.to_map()) meta["model." + k] = v;
+  const std::string in = f.dir.file("no_words.safetensors"), out = f.dir.file("no_words.ckpt");
+  save_safetensors(in, m.model->named_parameters(), meta);
+  EXPECT_HAS(error_of_command({"import", "--in", in, "--out", out}),
+             "import: " + in + " has no vocabulary");
+  EXPECT_FALSE(fs::exists(out));
 }

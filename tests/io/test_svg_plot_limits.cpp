@@ -49,3 +49,20 @@ TEST(SvgPlot, ItsOwnPlotsAreKnownByTheirHeader) {
   EXPECT_FALSE(mg::drawn_by_mosgrad("<svg xmlns=\"http://www.w3.org/2000/svg\">mine</svg>\n"));
   EXPECT_FALSE(mg::drawn_by_mosgrad(""));
 }
+
+// A title from a folder name in another encoding once made an SVG no XML reader would open: bytes
+// that are not UTF-8 become U+FFFD, and well-formed UTF-8 (θ, λ, ✓) stays as it is.
+TEST(SvgPlot, TextThatIsNotUtf8BecomesTheReplacementCharacter) {
+  mg::LogPlot plot = one_curve(2, 90);
+  const std::string fffd = "\xEF\xBF\xBD";
+  for (const auto& [title, drawn] : std::vector<std::pair<std::string, std::string>>{
+           {"run\xff\xfe", "run" + fffd + fffd},
+           {"\xC0\xAF", fffd + fffd},             // an overlong '/'
+           {"\xED\xA0\x80", fffd + fffd + fffd},  // a UTF-16 surrogate
+           {"cut \xCE", "cut " + fffd},           // a sequence cut short
+           {"θ λ \xE2\x9C\x93", "θ λ \xE2\x9C\x93"}}) {
+    plot.title = title;
+    const std::string svg = mg::render_log_plot_svg(plot);
+    EXPECT_HAS(svg, ">" + drawn + "</text>");
+  }
+}

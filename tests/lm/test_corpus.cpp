@@ -154,6 +154,10 @@ TEST(Corpus, MissingDataSaysHowToGetIt) {
   const std::string no_valid = error_of([&] { mg::load_corpus(d.str()); });
   EXPECT_NE(no_valid.find(d.file("ptb.valid.txt")), std::string::npos) << no_valid;
   EXPECT_NE(no_valid.find("MOSGRAD_DATA"), std::string::npos) << no_valid;
+
+  // A split's file given where its folder belongs exists: it is not "missing".
+  const std::string a_file = error_of([&] { mg::load_corpus(d.file("ptb.train.txt")); });
+  EXPECT_HAS(a_file, "data directory " + d.file("ptb.train.txt") + " is a file, not a directory");
 }
 
 TEST(Corpus, EmptyAndBinaryFilesNameTheFile) {

@@ -49,7 +49,8 @@ TEST(Reproduce, QuickPlanRunsEveryStageOnceAndRedoesNothing) {
   const std::vector<StageRecord> records = read_results(results_path(out));
   ASSERT_EQ(static_cast<int>(records.size()), stages);
   const std::string corpus_id = corpus_fingerprint(load_corpus(data));
-  EXPECT_HAS(corpus_id, "V=10000, 929589/73760/82430 tokens, crc32 ");
+  EXPECT_HAS(corpus_id, "ptb, V=10000, 929589/73760/82430 tokens, crc32 ");
+  EXPECT_HAS(read_file(out + "/results.md", "table"), "Corpus: " + corpus_id + ".");
   std::set<std::string> seen;
   for (const StageRecord& r : records) {
     EXPECT_TRUE(seen.insert(r.text("run") + "/" + r.text("stage")).second) << "duplicated";

@@ -4,8 +4,10 @@
 // so none of these needs PTB or trains anything.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <filesystem>
 
+#include "io/file_ops.h"
 #include "lm/corpus.h"
 #include "lm/training_stop.h"
 #include "reproduce/reproduce.h"
@@ -258,6 +260,18 @@ TEST(ReproduceFiles, ResultsOfAnotherCorpusAreRefused) {
                     ") than --data " + data + " (" + corpus_fingerprint(load_corpus(data)) + ")");
   EXPECT_FALSE(fs::exists(out + "/runs/sigsoftmax-s1"));
   EXPECT_EQ(mgtest::read_bytes(out + "/results.jsonl"), line);
+}
+
+// A folder that takes no files is refused before any stage, not after a stage's work.
+TEST(ReproduceFiles, AnOutFolderThatTakesNoFilesIsRefusedBeforeAnyStage) {
+  const mgtest::TempDir d;
+  ReproduceOptions o = quick(d.file("out"), {"softmax-s1"});
+  o.data = mgtest::write_synthetic_corpus("reproduce_read_only");
+  io_fault::Scope hook({io_fault::kOpen, 1, EACCES});
+  EXPECT_HAS(mgtest::error_of<std::exception>(
+                 [&] { run_reproduce(o, nullptr, [](const std::string&) {}); }),
+             "--out " + o.out + ": cannot create files in " + d.str());
+  EXPECT_FALSE(fs::exists(o.out));
 }
 
 TEST(ReproduceFiles, MoreThanOneProcessIsRefusedWithTheDocumentedMessage) {

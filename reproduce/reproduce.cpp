@@ -203,6 +203,22 @@ void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
                               const ReproduceOptions& options) {
   std::vector<std::string> found;
   for (const StageRecord& r : records) found.push_back(r.text("run"));
+  // Every line is of one of the plan's runs or a further seed of one of its heads, under that
+  // run's head: any other is an edited file, refused rather than left out of the table unseen.
+  ReproducePlan with_records = plan;
+  const std::vector<std::string> stray = add_further_seeds(with_records, found);
+  if (!stray.empty())
+    throw std::runtime_error(results_path(out) + " has lines of run '" + stray[0] +
+                             "', which is neither a run of plan '" + plan.name +
+                             "' nor a further seed (<head>-s<N>) of one of its heads: correct or "
+                             "remove those lines");
+  for (const StageRecord& r : records)
+    for (const PlanRun& run : with_records.runs)
+      if (run.name() == r.text("run") && !r.text("head").empty() && r.text("head") != run.head)
+        throw std::runtime_error(results_path(out) + ": the " + r.text("stage") + " line of run '" +
+                                 run.name() + "' says head '" + r.text("head") +
+                                 "'; that run's head is '" + run.head +
+                                 "': correct or remove the line");
   std::error_code ec;
   std::vector<std::string> dirs;  // runs/<head>-s<seed>/ that reproduce made for this plan
   if (fs::is_directory(out + "/runs", ec))

@@ -262,6 +262,30 @@ TEST(ReproduceFiles, ResultsOfAnotherCorpusAreRefused) {
   EXPECT_EQ(mgtest::read_bytes(out + "/results.jsonl"), line);
 }
 
+// A line whose run or head was edited was once left out of the table (or counted under the
+// run's name) without a word.
+TEST(ReproduceFiles, ALineOfNoRunOfThePlanOrOfAnotherHeadIsRefused) {
+  const mgtest::TempDir d;
+  const std::string out = d.str();
+  for (const auto& [line, expected] : std::vector<std::pair<std::string, std::string>>{
+           {train_line("bogus-s1"),
+            "has lines of run 'bogus-s1', which is neither a run of plan "
+            "'quick' nor a further seed"},
+           {train_line("softmax-s1", "head", "\"mos\""),
+            "the train line of run 'softmax-s1' says head 'mos'; that run's head is 'softmax'"}}) {
+    mgtest::write_bytes(out + "/results.jsonl", line);
+    ReproduceOptions o = quick(out);
+    o.report = true;
+    EXPECT_HAS(refusal(o), expected);
+    EXPECT_FALSE(fs::exists(out + "/results.md"));
+  }
+  // A further seed of a plan's head is a run of the plan.
+  mgtest::write_bytes(out + "/results.jsonl", train_line("softmax-s7"));
+  ReproduceOptions o = quick(out);
+  o.report = true;
+  EXPECT_EQ(refusal(o), "");
+}
+
 // A folder that takes no files is refused before any stage, not after a stage's work.
 TEST(ReproduceFiles, AnOutFolderThatTakesNoFilesIsRefusedBeforeAnyStage) {
   const mgtest::TempDir d;

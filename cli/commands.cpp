@@ -207,7 +207,8 @@ std::string cli_markdown() {
       "range "
       "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
       "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
-      "alone means true. Defaults are those of each command's default preset (small-mos for "
+      "alone means true; a flag given twice takes its last value. Defaults are those of each "
+      "command's default preset (small-mos for "
       "train and finetune, tiny for graph and gradcheck), which `--preset` changes before the "
       "other flags apply; `--help` prints the same defaults.\n\n";
   const Command* previous = nullptr;

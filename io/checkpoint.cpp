@@ -142,7 +142,8 @@ Checkpoint parse_checkpoint(const std::string& bytes, const std::string& path) {
     throw std::runtime_error(
         "checkpoint " + path +
         " is not a mosgrad checkpoint (it does not start with "
-        "\"MOSGRADCKPT\"; a PyTorch or safetensors file needs its own loader)");
+        "\"MOSGRADCKPT\"; a safetensors file becomes one with `mosgrad import --in FILE "
+        "--out FILE.ckpt`)");
   if (file_size < kHeaderSize)
     throw std::runtime_error("checkpoint " + path + " is truncated: expected at least " +
                              std::to_string(kHeaderSize) + " header bytes, found " +

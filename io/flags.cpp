@@ -237,16 +237,21 @@ std::string ParsedArgs::get(const std::string& name, const std::string& fallback
 ParsedArgs parse_command_line(const std::string& command, int argc, char** argv, int first,
                               const std::vector<std::string>& switches) {
   ParsedArgs a;
+  std::string bare_switch;  // a switch just read without a value: "--tied maybe" is its mistake
   for (int i = first; i < argc; ++i) {
     std::string s = argv[i];
     if (s == "-h" || s == "--help") {
       a.help = true;
       continue;
     }
+    if ((s.rfind("--", 0) != 0 || s.size() == 2) && !bare_switch.empty())
+      throw std::invalid_argument("--" + bare_switch + " expects true or false, got '" + s +
+                                  "' (--" + bare_switch + " alone means true)");
     if (s.rfind("--", 0) != 0 || s.size() == 2)
       throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
                                   ": flags are written --name value (for example --preset " + s +
                                   ")");
+    bare_switch.clear();
     s = s.substr(2);
     std::string value;
     const size_t eq = s.find('=');
@@ -259,7 +264,10 @@ ParsedArgs parse_command_line(const std::string& command, int argc, char** argv,
       static const std::vector<std::string> bools = {"true", "false", "1", "0", "yes", "no"};
       if (is_switch) {  // --resume, or --resume false
         value = "true";
-        if (std::find(bools.begin(), bools.end(), next) != bools.end()) value = argv[++i];
+        if (std::find(bools.begin(), bools.end(), next) != bools.end())
+          value = argv[++i];
+        else
+          bare_switch = s;
       } else if (i + 1 < argc && next.rfind("--", 0) != 0) {
         value = argv[++i];
       } else {

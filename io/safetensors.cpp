@@ -89,6 +89,10 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
   if (file_size < 8)
     throw std::runtime_error(where + " is truncated: " + std::to_string(file_size) +
                              " bytes, but the format starts with an 8-byte header length");
+  if (bytes.compare(0, 11, "MOSGRADCKPT") == 0)
+    throw std::runtime_error(where +
+                             " is a mosgrad checkpoint, not a safetensors file: use it as "
+                             "it is (--model), or `mosgrad export` it to safetensors");
   const uint64_t header_len = get_le64(file);
   const uint64_t after = file_size - 8;
   if (header_len > after)

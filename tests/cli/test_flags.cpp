@@ -99,6 +99,10 @@ TEST(Flags, TheCommandLineSaysWhatToWrite) {
              }),
              "unexpected argument 'tiny' for train");
   EXPECT_HAS(invalid_of([&] { parse({"mosgrad", "train", "--bptt"}); }), "--bptt needs a value");
+  EXPECT_EQ(invalid_of([&] {
+              parse({"mosgrad", "train", "--resume", "maybe"});
+            }),
+            "--resume expects true or false, got 'maybe' (--resume alone means true)");
   const ParsedArgs a =
       parse({"mosgrad", "train", "--resume", "--batch-size=3", "--lr", "-2", "--resume", "false"});
   EXPECT_EQ(a.get("batch_size"), "3");

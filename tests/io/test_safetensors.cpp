@@ -197,6 +197,9 @@ TEST(Safetensors, ErrorsNameTheFileAndTheProblem) {
     return e;
   };
   const std::string good = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+  // mosgrad's own checkpoint where a safetensors file belongs: said so, with the way on.
+  EXPECT_HAS(error_for(std::string("MOSGRADCKPT") + std::string(40, '\0')),
+             "is a mosgrad checkpoint, not a safetensors file");
   write_bytes(path, raw_file(good, f32x2));
   ASSERT_EQ(mg::load_safetensors(path).tensors.size(), 1u);
 

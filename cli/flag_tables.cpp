@@ -25,8 +25,8 @@ FlagTable checkpoint_rows(ModelCommandOptions& o) {
       text_flag("model", "FILE", kIn, "a model checkpoint (default <save>/best.ckpt)", o.model),
       text_flag("save", "DIR", kIn, "run directory whose best.ckpt to use (default runs/<preset>)",
                 o.save),
-      text_flag("preset", "NAME", kIn,
-                "names the default run directory runs/<preset>", o.preset),
+      choice_flag("preset", kIn, "names the default run directory runs/<preset>", o.preset,
+                  preset_names()),
   };
 }
 Flag device_flag(ModelCommandOptions& o) {

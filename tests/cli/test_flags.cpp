@@ -55,6 +55,8 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
              "unknown flag --splt for eval (did you mean --split?)");
   EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "split", "dev"); }),
              "--split expects one of valid|test|train, got 'dev'");
+  EXPECT_HAS(invalid_of([&] { apply_flag(eval, "eval", "preset", "bogus"); }),
+             "--preset expects one of tiny|");
   const FlagTable gen = command_flags("generate", o);
   EXPECT_HAS(invalid_of([&] { apply_flag(gen, "generate", "temperature", "0"); }),
              "--temperature must be in [");

@@ -117,8 +117,6 @@ int evaluate_command(const ModelCommandOptions& o, bool dynamic) {
   return 0;
 }
 
-// --out DIR for rank and bottleneck-demo: checked before any work (an existing file there is an
-// error), created only when there is something to write.
 // The first line of a table a command writes: its header, as the writer itself prints it.
 std::string csv_header(const std::string& csv) {
   return csv.substr(0, csv.find('\n'));
@@ -134,6 +132,8 @@ bool drew_plot(const std::string& path) {
   return drawn_by_mosgrad(read_file(path, "plot"));
 }
 
+// --out DIR for rank and bottleneck-demo: checked before any work (an existing file there is an
+// error), created only when there is something to write.
 std::string check_out_dir(const std::string& dir) {
   namespace fs = std::filesystem;
   if (fs::exists(dir) && !fs::is_directory(dir))

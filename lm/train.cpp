@@ -66,7 +66,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // Under mpirun only rank 0 writes (and locks) the run directory; the others compute beside it.
   std::optional<RunLock> lock;
   if (writes_files) {
-    require_writable_dir("--save", cfg.save);  // not found out at the first save, a step too late
+    require_writable_dir("--save", cfg.save);  // now, not at the first save an epoch later
     std::filesystem::create_directories(cfg.save);
     lock.emplace(cfg.save, std::string(finetune ? "mosgrad finetune" : "mosgrad train") +
                                " --save " + cfg.save);

@@ -118,8 +118,8 @@ BestModelFile best_model_file(const Run& r) {
 
 namespace {
 
-// The flags that shape the model (its head and sizes; dropouts may differ between training and
-// finetuning, as the MoS paper's finetune may set them anew).
+// The flags that shape the model: its head and sizes. The dropouts may differ between training and
+// finetuning: they shape the steps, not the weights a checkpoint holds.
 void check_same_architecture(const ModelConfig& trained, const ModelConfig& flags,
                              const std::string& file) {
   const std::map<std::string, std::string> have = trained.to_map(), want = flags.to_map();

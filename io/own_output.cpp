@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -44,27 +45,36 @@ void require_own_output(const std::string& command, const std::string& flag,
                               flag);
 }
 
-void require_writable_dir(const std::string& flag, const std::string& dir) {
+void require_writable_dir(const std::string& flag, const std::string& dir,
+                          const std::string& given) {
   std::error_code ec;
   fs::path folder = dir.empty() ? fs::path(".") : fs::path(dir);
   while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder)
     folder = folder.parent_path();
   if (!fs::exists(folder, ec)) folder = ".";  // a relative path none of whose folders exist yet
-  const std::string where = flag + " " + dir + ": cannot create files in " + folder.string();
+  const std::string where =
+      flag + " " + (given.empty() ? dir : given) + ": cannot create files in " + folder.string();
   if (!fs::is_directory(folder, ec))
     throw std::invalid_argument(where + " (it is a file, not a folder); choose another " + flag);
-  const std::string probe = (folder / (".mosgrad-probe." + std::to_string(::getpid()))).string();
-  const int fd = file_ops::open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
-  if (fd < 0) {
+  // A name no other probe has: a probe left by a process killed mid-check (whose pid may come
+  // back) must not make a read-only folder look writable.
+  static std::atomic<uint64_t> counter{0};
+  for (;;) {
+    const std::string probe = (folder / (".mosgrad-probe." + std::to_string(::getpid()) + "." +
+                                         std::to_string(counter++)))
+                                  .string();
+    const int fd = file_ops::open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      return;
+    }
     const int err = errno;
-    if (err == EEXIST)
-      return;  // our own probe from a thread of this process: the folder takes files
-    throw std::invalid_argument(where + " (" + std::strerror(err) +
-                                "); nothing was started: choose a folder you can write to, or "
-                                "change its permissions");
+    if (err != EEXIST)
+      throw std::invalid_argument(where + " (" + std::strerror(err) +
+                                  "); nothing was started: choose a folder you can write to, or "
+                                  "change its permissions");
   }
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 bool first_line_is(const std::string& path, const std::string& first_line) {

@@ -20,11 +20,13 @@ void require_own_output(const std::string& command, const std::string& flag,
 
 // The folder `dir` (or, while it does not exist yet, the nearest folder above it, where mosgrad
 // will make it) lets this process create files there: a probe file,
-// "<folder>/.mosgrad-probe.<pid>", is created (through io/file_ops.h, so a test can refuse it) and
-// removed. Checked before any work, so that a run's steps or an evaluation are not lost to a
-// permission error at their first save. Throws std::invalid_argument "<flag> <dir>: cannot create
-// files in <folder> (<reason>); ...".
-void require_writable_dir(const std::string& flag, const std::string& dir);
+// "<folder>/.mosgrad-probe.<pid>.<n>", is created (through io/file_ops.h, so a test can refuse it)
+// and removed. Checked before any work, so that a run's steps or an evaluation are not lost to a
+// permission error at their first save. Throws std::invalid_argument "<flag> <given>: cannot
+// create files in <folder> (<reason>); ..." (`given`: the flag's value when `dir` is the folder of
+// a file it names; default `dir`).
+void require_writable_dir(const std::string& flag, const std::string& dir,
+                          const std::string& given = "");
 
 // For text outputs: the file's first line is `first_line` (a CSV's header, a DOT graph's opening).
 bool first_line_is(const std::string& path, const std::string& first_line);

@@ -38,8 +38,9 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (!cfg.resume && std::filesystem::exists(state_path))
     throw std::invalid_argument(
         "--save " + cfg.save + " already holds a " + (finetune ? "finetune" : "run") + " (" +
-        state_path + "): continue it with --resume, or " +
-        (finetune ? "move " + state_path + " away to finetune " + cfg.save + "/best.ckpt afresh"
+        state_path + (finetune ? ", under way or finished; best.ckpt holds its best model" : "") +
+        "): continue it with --resume, or " +
+        (finetune ? "move " + state_path + " away to finetune " + cfg.save + "/best.ckpt again"
                   : std::string("choose another --save")));
   if (!cfg.resume && !finetune &&
       std::filesystem::exists(cfg.save + "/best.ckpt"))  // a run stopped before

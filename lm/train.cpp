@@ -105,11 +105,13 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   HealthProbe health(model.named_parameters());  // --log-stats, on the logged steps only
 
   // A resumed run may already be at its budget (--max-steps, --max-minutes): it takes no step
-  // past it, and leaves its files as they are.
+  // past it. Only the validation of that stop is made up, when a kill came before it was written.
   if (const std::string reason = agreed_stop_reason(cfg, st, elapsed());
       cfg.resume && !reason.empty() && reason != kInterruptedReason) {
     say("nothing to do: the run in " + files.state + " is at step " + std::to_string(st.step) +
         ", already at its budget (" + reason + "; raise it to train on)");
+    if (any_process(writes_files && !stop_validated(files.metrics, st.step)))
+      result.final_val_loss = validate_at_stop(run, metrics, elapsed());
     result.stopped = true, result.stop_reason = reason, result.steps = st.step;
     result.best_val_loss = run.best.loss, result.epochs_done = st.epoch - 1;
     return result;

@@ -193,11 +193,13 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
   return true;
 }
 
-// Further seeds of the plan's heads (reproduce/reproduce_plan.h): those a results file or a run directory
-// that reproduce made for this plan (reproduce/reproduce_files.h; any other directory is left alone)
-// already holds, so that the table and a plain continuation include them (a run stopped in its
-// training stage has a directory but no line yet), and those --runs asks for (with --report only
-// checked: it draws what is there). Any other --runs name is refused, listing what is allowed.
+// Further seeds of the plan's heads (reproduce/reproduce_plan.h): those a results file or a run
+// directory that reproduce made for this plan (reproduce/reproduce_files.h; any other directory is
+// left alone) already holds, so that the table and a plain continuation include them (a run stopped
+// in its training stage has a directory but no line yet), and those --runs asks for (with --report
+// only checked: it draws what is there). Any other --runs name is refused, listing what is allowed,
+// and so is a results line of no run of the plan (or under another head than its run's): an edited
+// file.
 void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
                               const std::vector<StageRecord>& records,
                               const ReproduceOptions& options) {
@@ -231,7 +233,7 @@ void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
         run_dir_made_here(run_dir(out, r), plan.name, r))
       found.push_back(r.name());
   std::sort(found.begin(), found.end());  // the table's order, not the file's or the listing's
-  add_further_seeds(plan, found);  // anything else found stays out of the table (and untouched)
+  add_further_seeds(plan, found);         // any other folder stays out of the table (and untouched)
   ReproducePlan asked = plan;
   const std::vector<std::string> unknown = add_further_seeds(asked, options.runs);
   if (unknown.empty()) {

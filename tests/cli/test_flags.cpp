@@ -3,6 +3,7 @@
 // trainer refuses what would lose a user's run or score the wrong thing.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -192,6 +193,18 @@ TEST(Flags, TrainerRefusesToLoseOrMisreadARun) {
   EXPECT_EQ(at_budget.steps, 3);
   EXPECT_EQ(mgtest::read_bytes(cfg.save + "/checkpoint.ckpt"), state);
   EXPECT_EQ(mgtest::read_bytes(cfg.save + "/metrics.jsonl"), metrics);
+  // Killed during the stop's validation (after the checkpoint, before its record): the resume
+  // makes up that validation, and still takes no step.
+  const size_t last = metrics.rfind('\n', metrics.size() - 2) + 1;
+  ASSERT_NE(metrics.find("\"at_stop\":true", last), std::string::npos);
+  mgtest::write_bytes(cfg.save + "/metrics.jsonl", metrics.substr(0, last));
+  const TrainResult made_up = train_lm(cfg, corpus, hooks);
+  EXPECT_TRUE(again.empty()) << again.size() << " steps past --max-steps";
+  EXPECT_TRUE(std::isfinite(made_up.final_val_loss));
+  const std::string redone = mgtest::read_bytes(cfg.save + "/metrics.jsonl");
+  EXPECT_EQ(redone.substr(0, last), metrics.substr(0, last));
+  EXPECT_NE(redone.find("\"at_stop\":true", last), std::string::npos);
+  EXPECT_EQ(mgtest::read_bytes(cfg.save + "/checkpoint.ckpt"), state);
 
   // A validation split too short for its batch would score ppl 1 and become "best" forever; a
   // split too short for its flags is refused naming them.

@@ -161,6 +161,20 @@ TEST(Outputs, AFolderThatTakesNoFilesIsRefusedBeforeAnyWork) {
                "--out " + out + ": cannot create files in " + f.dir.str());
   }
   EXPECT_FALSE(fs::exists(out));
+  // Every command that writes: the folder named (the folder of an --out file), before any work.
+  const std::string sub = f.dir.file("sub");
+  fs::create_directory(sub);
+  const std::vector<std::pair<std::vector<std::string>, std::string>> commands = {
+      {{"export", "--model", f.model, "--out", sub + "/m.safetensors"}, sub},
+      {{"import", "--in", f.dir.file("x.safetensors"), "--out", sub + "/m.ckpt"}, sub},
+      {{"graph", "--preset", "tiny", "--out", sub + "/g.dot"}, sub},
+      {{"bottleneck-demo", "--out", sub + "/demo"}, sub}};
+  for (const auto& [words, folder] : commands) {
+    io_fault::Scope hook(refused);
+    EXPECT_HAS(error_of_command(words),
+               "--out " + words.back() + ": cannot create files in " + folder + " (");
+    EXPECT_TRUE(fs::is_empty(sub)) << words[0];
+  }
   // Unhooked, the probe leaves nothing behind; a file where a folder must be is named.
   EXPECT_NO_THROW(require_writable_dir("--out", f.dir.file("new/sub")));
   for (const auto& e : fs::directory_iterator(f.dir.str()))

@@ -124,7 +124,9 @@ TEST(BestModel, AFinetuneRefusesAnotherHeadAndKeepsAFinetuneAlreadyThere) {
   train_lm(cfg, corpus, {}, true);
   const std::string progress = read_file(state, "finetune state");
   EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(cfg, corpus, {}, true); }),
-             "already holds a finetune (" + state + "): continue it with --resume");
+             "already holds a finetune (" + state +
+                 ", under way or finished; best.ckpt holds its best model): continue it with "
+                 "--resume");
   EXPECT_EQ(read_file(state, "finetune state"), progress);
 }
 

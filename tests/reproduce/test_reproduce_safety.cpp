@@ -241,8 +241,6 @@ TEST(ReproduceFiles, ARunsMetricsAreCheckedWhenReadBack) {
   EXPECT_HAS(error_for(epoch(1, 6, 5) + epoch(2, 5.5, 4)), path + ":2: \"elapsed_s\" is 4");
 }
 
-// Under mpirun -np 2 both processes once started, one blaming the lock the other held and the
-// other --grad-groups 1 after a stage had begun; now the first check refuses any N > 1.
 // Continued with another --data, a directory's results were once mixed with the new corpus's in
 // one table without a word.
 TEST(ReproduceFiles, ResultsOfAnotherCorpusAreRefused) {
@@ -291,13 +289,25 @@ TEST(ReproduceFiles, AnOutFolderThatTakesNoFilesIsRefusedBeforeAnyStage) {
   const mgtest::TempDir d;
   ReproduceOptions o = quick(d.file("out"), {"softmax-s1"});
   o.data = mgtest::write_synthetic_corpus("reproduce_read_only");
-  io_fault::Scope hook({io_fault::kOpen, 1, EACCES});
+  {
+    io_fault::Scope hook({io_fault::kOpen, 1, EACCES});
+    EXPECT_HAS(mgtest::error_of<std::exception>(
+                   [&] { run_reproduce(o, nullptr, [](const std::string&) {}); }),
+               "--out " + o.out + ": cannot create files in " + d.str());
+  }
+  EXPECT_FALSE(fs::exists(o.out));
+  // And each selected run's folder, where its stages write: the second probe refused.
+  const std::string run = o.out + "/runs/softmax-s1";
+  fs::create_directories(run);
+  io_fault::Scope second({io_fault::kOpen, 2, EACCES});
   EXPECT_HAS(mgtest::error_of<std::exception>(
                  [&] { run_reproduce(o, nullptr, [](const std::string&) {}); }),
-             "--out " + o.out + ": cannot create files in " + d.str());
-  EXPECT_FALSE(fs::exists(o.out));
+             "--out " + run + ": cannot create files in " + run + " (");
+  EXPECT_TRUE(fs::is_empty(run));
 }
 
+// Under mpirun -np 2 both processes once started, one blaming the lock the other held and the
+// other --grad-groups 1 after a stage had begun; now the first check refuses any N > 1.
 TEST(ReproduceFiles, MoreThanOneProcessIsRefusedWithTheDocumentedMessage) {
   EXPECT_EQ(error_of<std::invalid_argument>([] { require_one_process(1); }), "");
   EXPECT_EQ(error_of<std::invalid_argument>([] { require_one_process(2); }),

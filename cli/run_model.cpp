@@ -122,12 +122,6 @@ std::string csv_header(const std::string& csv) {
   return csv.substr(0, csv.find('\n'));
 }
 
-// The folder a file goes in ("." for a bare name).
-std::string parent_folder(const std::string& file) {
-  const std::string parent = std::filesystem::path(file).parent_path().string();
-  return parent.empty() ? "." : parent;
-}
-
 bool drew_plot(const std::string& path) {
   return drawn_by_mosgrad(read_file(path, "plot"));
 }
@@ -293,7 +287,7 @@ int run_bottleneck_demo_command(CommandLine& c) {
 int run_export(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   require_other_file("export", "--out", o.out, o.model_path(), "the model being exported");
-  require_writable_dir("--out", parent_folder(o.out), o.out);
+  require_writable_folder_of("--out", o.out);
   require_own_output("export", "--out", o.out, "a safetensors file written by mosgrad export",
                      [](const std::string& p) {
                        const SafetensorsFile f = load_safetensors(p);
@@ -312,7 +306,7 @@ int run_import(CommandLine& c) {
   const ModelCommandOptions& o = c.model;
   if (o.in.empty()) throw std::invalid_argument("import needs --in FILE.safetensors");
   require_other_file("import", "--out", o.out, o.in, "the input file");
-  require_writable_dir("--out", parent_folder(o.out), o.out);
+  require_writable_folder_of("--out", o.out);
   // Marked as import's, so that importing again may replace it, and nothing else (a run's
   // best.ckpt holds a model too, but one that training chose and import must not overwrite).
   const std::pair<std::string, std::string> mark{"written_by", "mosgrad import"};

@@ -6,7 +6,6 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <string>
 
 #include "analysis/model_graph.h"
@@ -100,8 +99,7 @@ int run_reproduce_command(CommandLine& c) {
 int run_graph(CommandLine& c) {
   const TrainConfig& cfg = c.train;
   const std::string& out = c.out;
-  const std::string parent = std::filesystem::path(out).parent_path().string();
-  require_writable_dir("--out", parent.empty() ? "." : parent, out);
+  require_writable_folder_of("--out", out);
   const std::string dot = model_graph_dot(cfg, c.values);
   const std::string first_line = dot.substr(0, dot.find('\n'));
   require_own_output("graph", "--out", out, "a graph written by mosgrad graph",

@@ -77,6 +77,11 @@ void require_writable_dir(const std::string& flag, const std::string& dir,
   }
 }
 
+void require_writable_folder_of(const std::string& flag, const std::string& file) {
+  const std::string parent = fs::path(file).parent_path().string();
+  require_writable_dir(flag, parent.empty() ? "." : parent, file);
+}
+
 bool first_line_is(const std::string& path, const std::string& first_line) {
   std::ifstream in(path, std::ios::binary);
   std::string line;

@@ -28,6 +28,10 @@ void require_own_output(const std::string& command, const std::string& flag,
 void require_writable_dir(const std::string& flag, const std::string& dir,
                           const std::string& given = "");
 
+// require_writable_dir for the folder an output file goes in ("." for a bare name), the error
+// naming the file as given.
+void require_writable_folder_of(const std::string& flag, const std::string& file);
+
 // For text outputs: the file's first line is `first_line` (a CSV's header, a DOT graph's opening).
 bool first_line_is(const std::string& path, const std::string& first_line);
 

@@ -163,4 +163,21 @@ void drop_records_after(const std::string& path, int64_t step) {
   if (dropped) write_file_atomically(path, kept);
 }
 
+bool stop_validated(const std::string& path, int64_t step) {
+  std::ifstream in(path, std::ios::binary);
+  for (std::string line; std::getline(in, line);) {
+    try {
+      const JsonValue record = parse_json(line);
+      const JsonValue *kind = record.find("kind"), *s = record.find("step"),
+                      *at_stop = record.find("at_stop");
+      if (kind && kind->kind == JsonValue::String && kind->str == "epoch" && s &&
+          s->kind == JsonValue::Number && s->number == static_cast<double>(step) && at_stop &&
+          at_stop->kind == JsonValue::Bool && at_stop->boolean)
+        return true;
+    } catch (const std::exception&) {  // a torn line: not that record
+    }
+  }
+  return false;
+}
+
 }  // namespace mg

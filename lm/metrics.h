@@ -97,4 +97,9 @@ std::string set_aside_old_metrics(const std::string& path);
 // parse (torn by the kill) goes too; a missing file is left missing.
 void drop_records_after(const std::string& path, int64_t step);
 
+// Whether the file holds the validation of a --max-steps / --max-minutes stop at `step` (an epoch
+// record with "at_stop": true): a kill during that validation leaves a checkpoint at the budget
+// without it, which a resume then makes up. A missing file holds none.
+bool stop_validated(const std::string& path, int64_t step);
+
 }  // namespace mg

@@ -1,12 +1,10 @@
 // The steps around train_lm's loop that act on the run (lm/train_run.h says what each does).
 #include "lm/train_run.h"
 
-#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
 #include "cuda/backend.h"
-#include "io/read_file.h"
 #include "lm/column_groups.h"
 #include "lm/evaluate.h"
 #include "lm/recipe_rules.h"
@@ -192,21 +190,6 @@ bool nt_asgd(Run& r, double val_loss) {
   }
   if (worse && r.finetune) r.say("finetuning done: validation stopped improving");
   return worse && r.finetune;
-}
-
-bool stop_validated(const std::string& metrics_path, int64_t step) {
-  if (!std::filesystem::exists(metrics_path)) return false;
-  const std::string text = read_file(metrics_path, "metrics file");
-  const std::string at = ",\"step\":" + std::to_string(step) + ",";
-  for (size_t begin = 0; begin < text.size();) {
-    const size_t end = std::min(text.find('\n', begin), text.size());
-    const std::string line = text.substr(begin, end - begin);
-    if (line.find("\"kind\":\"epoch\"") != std::string::npos &&
-        line.find(at) != std::string::npos && line.find("\"at_stop\":true") != std::string::npos)
-      return true;
-    begin = end + 1;
-  }
-  return false;
 }
 
 double validate_at_stop(Run& r, MetricsWriter& metrics, double elapsed_s) {

@@ -80,9 +80,6 @@ bool nt_asgd(Run& r, double val_loss);
 // A budget stop scores the weights reached ("validation perplexity after 15 minutes"), keeps them
 // when best, and records that validation, so a short run's metrics file is not empty.
 double validate_at_stop(Run& r, MetricsWriter& metrics, double elapsed_s);
-// Whether the metrics file holds that validation for a stop at `step`: a kill during it leaves a
-// checkpoint at the budget without it, which a resume then completes.
-bool stop_validated(const std::string& metrics_path, int64_t step);
 
 // The papers' test figure: the best model on the test split with batch size 1.
 double test_best_model(const Run& r);

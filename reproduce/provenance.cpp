@@ -3,7 +3,6 @@
 
 #include <sys/resource.h>
 
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <sstream>
@@ -15,29 +14,9 @@ namespace mg {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-std::string first_line_of(const std::string& command) {
-  std::string text;
-  if (FILE* p = popen(command.c_str(), "r")) {
-    char buf[256];
-    if (std::fgets(buf, sizeof buf, p)) text = buf;
-    pclose(p);
-  }
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  return text;
-}
-
-}  // namespace
-
 std::string source_commit() {
-#ifdef MOSGRAD_SOURCE_DIR
-  const std::string git = "git -C '" + std::string(MOSGRAD_SOURCE_DIR) + "' ";
-  const std::string head = first_line_of(git + "rev-parse --short=12 HEAD 2>/dev/null");
-  if (head.empty()) return "unknown";
-  const bool dirty =
-      !first_line_of(git + "status --porcelain --untracked-files=no 2>/dev/null").empty();
-  return head + (dirty ? "+dirty" : "");
+#ifdef MOSGRAD_COMMIT
+  return MOSGRAD_COMMIT;  // the Makefile's SOURCE_COMMIT, at build time
 #else
   return "unknown";
 #endif

@@ -6,7 +6,8 @@
 
 namespace mg {
 
-// The source's commit, "+dirty" when tracked files differ from it; "unknown" outside a checkout.
+// The commit this binary was built from, "+dirty" when tracked files differed from it then
+// (recorded by the Makefile at build time); "unknown" when built outside a git checkout.
 std::string source_commit();
 // "AMD EPYC (AVX2)", "INTEL(R) XEON(R) ... (AVX-512, AVX512_BF16)": the model name and what the
 // GEMM kernels can use.

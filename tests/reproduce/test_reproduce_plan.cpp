@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "io/json.h"
+#include "reproduce/provenance.h"
 #include "reproduce/reproduce_plan.h"
 #include "reproduce/reproduce_results.h"
 
@@ -107,4 +110,16 @@ TEST(ReproduceFigure, AnEpochThatBlewUpIsDrawnAtTenTimesTheLowestValue) {
   EXPECT_EQ(svg.find("89027"), std::string::npos);
   EXPECT_EQ(svg.find(">10000<"), std::string::npos) << "no tick far above the curves";
   EXPECT_NE(svg.find("class=\"clipped\""), std::string::npos) << "the point is marked";
+}
+
+// A result names the commit its binary was built from (the Makefile records it at build time), not
+// whatever the checkout holds when the binary runs (which may be a later commit).
+TEST(ReproducePlan, TheCommitOfAResultIsTheBinarysOwn) {
+  const std::string commit = source_commit();
+  if (!std::filesystem::exists(std::string(MOSGRAD_SOURCE_DIR) + "/.git"))
+    GTEST_SKIP() << "built outside a git checkout: the commit is " << commit;
+  ASSERT_GE(commit.size(), 12u) << commit;
+  for (size_t i = 0; i < 12; ++i)
+    EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(commit[i]))) << commit;
+  EXPECT_TRUE(commit.size() == 12 || commit.substr(12) == "+dirty") << commit;
 }

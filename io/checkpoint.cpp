@@ -125,6 +125,10 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
   out.commit();
 }
 
+bool is_checkpoint(const std::string& bytes) {
+  return bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0;
+}
+
 Checkpoint load_checkpoint(const std::string& path) {
   return parse_checkpoint(read_file(path, "checkpoint"), path);
 }

@@ -54,6 +54,9 @@ void save_checkpoint(const std::string& path, const NamedTensors& tensors,
 // missing, not a mosgrad checkpoint (wrong magic), unsupported version, truncated (expected N
 // bytes, found M), checksum mismatch (corrupt), malformed payload.
 Checkpoint load_checkpoint(const std::string& path);
+// Whether `bytes` begin with a checkpoint's magic: for readers of other formats, to say what a
+// file is when it is a checkpoint given in the wrong place.
+bool is_checkpoint(const std::string& bytes);
 
 // The same checks on bytes already in memory (`path` names them in errors): what load_checkpoint
 // runs on the file's contents, and what the fuzz target (tests/fuzz/) feeds with arbitrary bytes.

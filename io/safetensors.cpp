@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "io/atomic_file.h"
+#include "io/checkpoint.h"
 #include "io/json.h"
 #include "io/little_endian.h"
 #include "io/read_file.h"
@@ -89,7 +90,7 @@ SafetensorsFile parse_safetensors(const std::string& bytes, const std::string& p
   if (file_size < 8)
     throw std::runtime_error(where + " is truncated: " + std::to_string(file_size) +
                              " bytes, but the format starts with an 8-byte header length");
-  if (bytes.compare(0, 11, "MOSGRADCKPT") == 0)
+  if (is_checkpoint(bytes))
     throw std::runtime_error(where +
                              " is a mosgrad checkpoint, not a safetensors file: use it as "
                              "it is (--model), or `mosgrad export` it to safetensors");

@@ -45,6 +45,7 @@ struct CommandLine {
   std::string command;             // argv[1]: the row of commands() that parsed it
   std::vector<std::string> words;  // the whole command line as typed (reproduce records it)
   bool help = false;               // --help was given: nothing below was applied
+  std::vector<std::string> given;  // the flags on the command line, names normalised ('-' -> '_')
   TrainConfig train;               // train, finetune, graph, gradcheck
   ModelCommandOptions model;       // the commands that run a saved model
   ModelGradcheckOptions gradcheck;
@@ -59,6 +60,11 @@ struct CommandLine {
     for (const int64_t t : {static_cast<int64_t>(train.threads), model.threads, reproduce.threads})
       if (t > 0) return t;
     return 0;
+  }
+  bool gave(const std::string& flag) const {  // flag: a name as `given` holds it, e.g. "save"
+    for (const std::string& g : given)
+      if (g == flag) return true;
+    return false;
   }
 };
 

@@ -21,17 +21,17 @@ const std::vector<Command>& commands() {
        "mosgrad finetune [--preset NAME] [flags]", train_defaults, train_flags, train_finish,
        nullptr, run_finetune},
       {"eval", "perplexity of a saved model on the valid or test split", "mosgrad eval [flags]",
-       nullptr, eval_flags, nullptr, nullptr, run_eval},
+       nullptr, eval_flags, model_finish, nullptr, run_eval},
       {"dyneval", "dynamic evaluation (Krause et al. 2018) of a saved model",
-       "mosgrad dyneval [flags]", nullptr, dyneval_flags, nullptr, nullptr, run_dyneval},
+       "mosgrad dyneval [flags]", nullptr, dyneval_flags, model_finish, nullptr, run_dyneval},
       {"pointer",
        "the neural cache pointer (Grave et al. 2017) on a saved model, with --grid on valid",
-       "mosgrad pointer [flags]", nullptr, pointer_flags, nullptr, nullptr, run_pointer},
+       "mosgrad pointer [flags]", nullptr, pointer_flags, model_finish, nullptr, run_pointer},
       {"generate", "sample words from a saved model", "mosgrad generate [flags]", nullptr,
-       generate_flags, nullptr, nullptr, run_generate},
+       generate_flags, model_finish, nullptr, run_generate},
       {"export",
        "write a saved model as .safetensors (PyTorch parameter names, flags in __metadata__)",
-       "mosgrad export [flags]", export_defaults, export_flags, nullptr, nullptr, run_export},
+       "mosgrad export [flags]", export_defaults, export_flags, model_finish, nullptr, run_export},
       {"import", "turn a .safetensors file back into a mosgrad model checkpoint",
        "mosgrad import --in FILE [flags]", import_defaults, import_flags, nullptr, nullptr,
        run_import},
@@ -39,7 +39,7 @@ const std::vector<Command>& commands() {
        "mosgrad plot RUN_DIR [--title TEXT]", nullptr, plot_flags, nullptr, "RUN_DIR", run_plot},
       {"rank",
        "the softmax bottleneck on a saved model: numerical rank of its log-probability matrix",
-       "mosgrad rank [flags]", rank_defaults, rank_flags, nullptr, nullptr, run_rank},
+       "mosgrad rank [flags]", rank_defaults, rank_flags, model_finish, nullptr, run_rank},
       {"graph",
        "the autograd graph of one forward pass of a model built from the train flags, as DOT",
        "mosgrad graph [--preset NAME] [model flags] [--out FILE]", graph_defaults, graph_flags,
@@ -130,7 +130,8 @@ CommandLine parse_command(int argc, char** argv) {
     throw std::invalid_argument(c.command + " needs " + row.positional + ": " + row.usage);
   c.run_dir = positional;
   const FlagTable table = row.flags ? row.flags(c) : FlagTable{};
-  for (const auto& [name, value] : a.flags) apply_flag(table, c.command, name, value);
+  for (const auto& [name, value] : a.flags)
+    apply_flag(table, c.command, name, value), c.given.push_back(name);
   if (row.finish) row.finish(c);
   return c;
 }
@@ -207,7 +208,9 @@ std::string cli_markdown() {
       "range "
       "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
       "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
-      "alone means true; a flag given twice takes its last value. Defaults are those of each "
+      "alone means true; a flag given twice takes its last value; a flag that would do nothing "
+      "beside another is refused (`--model` with `--save` or `--preset`, `reproduce --report` "
+      "with `--runs`, `--data` or `--device`). Defaults are those of each "
       "command's default preset (small-mos for "
       "train and finetune, tiny for graph and gradcheck), which `--preset` changes before the "
       "other flags apply; `--help` prints the same defaults.\n\n";

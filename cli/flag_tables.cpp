@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "lm/corpus.h"
+#include "reproduce/reproduce_plan.h"
 
 namespace mg {
 
@@ -70,6 +71,16 @@ Flag all_or_at_least_one(Flag f, const int64_t& value) {
 }
 
 }  // namespace
+
+void model_finish(CommandLine& c) {
+  for (const char* other : {"save", "preset"})
+    if (c.gave("model") && c.gave(other))
+      throw std::invalid_argument(
+          c.command + ": --model " + c.model.model + " names the checkpoint itself; --" + other +
+          " only chooses the default one (<save>/best.ckpt, runs/<preset>/best.ckpt), so the two "
+          "together are ambiguous: give --model, or --" +
+          other + " alone");
+}
 
 // ---- train, finetune, graph, gradcheck: a preset, then the flags -----------------------------
 
@@ -349,9 +360,21 @@ FlagTable reproduce_flags(CommandLine& c) {
                {}}};
 }
 void reproduce_finish(CommandLine& c) {
-  if (c.reproduce.plan.empty())
-    throw std::invalid_argument("reproduce needs --plan NAME: one of quick, afternoon, day, paper");
+  if (c.reproduce.plan.empty()) {
+    std::string names;
+    for (const std::string& n : reproduce_plan_names()) names += (names.empty() ? "" : ", ") + n;
+    throw std::invalid_argument("reproduce needs --plan NAME: one of " + names);
+  }
   reproduce_plan(c.reproduce.plan);  // an unknown plan is an error before anything else
+  // --report reads results.jsonl alone: a flag that would choose runs or how they run does
+  // nothing there, and is refused rather than silently ignored.
+  if (c.reproduce.report)
+    for (const char* flag : {"runs", "data", "device"})
+      if (c.gave(flag))
+        throw std::invalid_argument(std::string("reproduce --report only rewrites results.md and "
+                                                "valid_curves.svg from results.jsonl, every run "
+                                                "in it: --") +
+                                    flag + " has no effect there; leave it out");
   for (const std::string& w : c.words)
     c.reproduce.command += (c.reproduce.command.empty() ? "" : " ") + w;
 }

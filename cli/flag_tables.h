@@ -31,7 +31,10 @@ void gradcheck_defaults(CommandLine& c, const std::string& preset);
 FlagTable gradcheck_flags(CommandLine& c);
 void gradcheck_finish(CommandLine& c);  // the check's seed is --seed
 
-// The commands that run a saved model, and bottleneck-demo.
+// The commands that run a saved model, and bottleneck-demo. model_finish: --model names the
+// checkpoint itself, so --save or --preset beside it (which only name the default
+// <save>/best.ckpt) is refused rather than ignored.
+void model_finish(CommandLine& c);
 FlagTable eval_flags(CommandLine& c);
 FlagTable dyneval_flags(CommandLine& c);
 FlagTable generate_flags(CommandLine& c);
@@ -46,7 +49,7 @@ void demo_defaults(CommandLine& c, const std::string& preset);  // --out bottlen
 FlagTable demo_flags(CommandLine& c);
 
 FlagTable reproduce_flags(CommandLine& c);
-void reproduce_finish(CommandLine& c);  // --plan given and known
+void reproduce_finish(CommandLine& c);  // --plan given and known; --report without run flags
 
 FlagTable plot_flags(CommandLine& c);  // --title; RUN_DIR is positional
 

@@ -148,6 +148,43 @@ TEST(Flags, EveryCommandIsOneRowOfTheTable) {
   EXPECT_EQ(parse_command({"mosgrad", "rank"}).model.split, "valid");  // rank's own default
 }
 
+// A flag that would do nothing beside another is refused, not silently ignored: --model names the
+// checkpoint, so --save or --preset (which choose the default one) beside it is ambiguous;
+// reproduce --report rewrites the tables of every run from results.jsonl, so --runs, --data and
+// --device choose nothing there.
+TEST(Flags, AFlagThatWouldBeIgnoredIsRefused) {
+  for (const char* command : {"eval", "dyneval", "pointer", "generate", "export", "rank"}) {
+    EXPECT_HAS(invalid_of([&] {
+                 parse_command({"mosgrad", command, "--model", "a.ckpt", "--save", "runs/b"});
+               }),
+               std::string(command) + ": --model a.ckpt names the checkpoint itself; --save only");
+    EXPECT_HAS(invalid_of([&] {
+                 parse_command({"mosgrad", command, "--preset", "tiny", "--model", "a.ckpt"});
+               }),
+               "--preset only chooses the default one");
+    EXPECT_EQ(parse_command({"mosgrad", command, "--model", "a.ckpt"}).model.model_path(),
+              "a.ckpt");
+    EXPECT_EQ(parse_command({"mosgrad", command, "--save", "runs/b"}).model.model_path(),
+              "runs/b/best.ckpt");
+  }
+  for (const char* flag : {"--runs", "--data", "--device"}) {
+    const std::string value = flag == std::string("--device") ? "cpu" : "mos-s1";
+    EXPECT_HAS(
+        invalid_of([&] {
+          parse_command({"mosgrad", "reproduce", "--plan", "quick", "--report", flag, value});
+        }),
+        std::string(flag) + " has no effect there");
+    EXPECT_EQ(invalid_of([&] {
+                parse_command({"mosgrad", "reproduce", "--plan", "quick", flag, value});
+              }),
+              "");
+  }
+  EXPECT_HAS(invalid_of([] {
+               parse_command({"mosgrad", "reproduce"});
+             }),
+             "reproduce needs --plan NAME: one of quick, afternoon, day, paper, ptb-1h, ptb-3h");
+}
+
 // docs/cli.md is the flag tables' own text (mosgrad help --markdown), and so names every flag of
 // every command with the program's defaults; regenerate it when a flag changes.
 TEST(Flags, TheCliPageIsGeneratedFromTheTablesAndNamesEveryFlag) {

@@ -38,6 +38,11 @@ bool parse_pid_suffix(const std::string& rest, long long* pid) {
   return *pid > 0 && *pid <= INT_MAX;
 }
 
+// Whether a process with this pid is gone (not ours, not alive, not another user's live one).
+bool process_gone(long long pid) {
+  return pid != ::getpid() && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+}
+
 // Removes temporaries of `path` left by saves that died mid-way (see atomic_file.h). Best effort:
 // a leftover that cannot be removed costs disk space, not correctness.
 void remove_leftover_temporaries(const std::string& path) noexcept {
@@ -54,7 +59,7 @@ void remove_leftover_temporaries(const std::string& path) noexcept {
       long long pid = 0;
       if (!parse_pid_suffix(name.substr(prefix.size()), &pid)) continue;
       // Our own pid: another thread may be saving right now. A live process: the same.
-      if (pid == ::getpid() || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+      if (!process_gone(pid)) continue;
       struct stat st;
       if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode))
         ::unlink(it->path().c_str());
@@ -64,6 +69,15 @@ void remove_leftover_temporaries(const std::string& path) noexcept {
 }
 
 }  // namespace
+
+bool is_dead_temporary(const std::string& path) {
+  const std::string name = fs::path(path).filename().string();
+  const size_t at = name.rfind(".tmp.");
+  long long pid = 0;
+  struct stat st;
+  return at != std::string::npos && at > 0 && parse_pid_suffix(name.substr(at + 4), &pid) &&
+         process_gone(pid) && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
 
 AtomicFileWriter::AtomicFileWriter(const std::string& path)
     : path_(path), tmp_path_(unique_tmp_path(path)) {

@@ -51,6 +51,10 @@ class AtomicFileWriter {
   std::FILE* file_ = nullptr;
 };
 
+// Whether `path` is a regular file named "<file>.tmp.<pid>.<n>" whose process no longer exists: a
+// temporary a save left when it died, which the next save of <file> removes.
+bool is_dead_temporary(const std::string& path);
+
 // `bytes` into `path` atomically: an AtomicFileWriter in one call.
 void write_file_atomically(const std::string& path, const std::string& bytes);
 

@@ -17,7 +17,31 @@ std::string RunLock::file_in(const std::string& dir) {
   return dir + "/mosgrad.lock";
 }
 
-RunLock::RunLock(const std::string& dir, const std::string& command) {
+namespace {
+
+// The error for a lock another process holds: who it is, from the line it wrote in the file.
+std::runtime_error in_use(const std::string& dir, int fd, const std::string& flag) {
+  char holder[512] = {0};
+  const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
+  std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "another process";
+  while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+  return std::runtime_error("run directory " + dir + " is in use by " + who +
+                            ": wait for that run to end (or stop it), or choose another " + flag);
+}
+
+}  // namespace
+
+void RunLock::refuse_if_held(const std::string& dir, const std::string& flag) {
+  // A read, so not through file_ops (which hooks the calls that change files).
+  const int fd = ::open(file_in(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return;  // no lock file (or none we can read): the constructor says what is wrong
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  const std::runtime_error error = in_use(dir, fd, flag);
+  ::close(fd);  // also releases the shared lock, if taken
+  if (held) throw error;
+}
+
+RunLock::RunLock(const std::string& dir, const std::string& command, const std::string& flag) {
   const std::string path = file_in(dir);
   fd_ = file_ops::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
   if (fd_ < 0)
@@ -26,15 +50,10 @@ RunLock::RunLock(const std::string& dir, const std::string& command) {
                              (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    char holder[512] = {0};
-    const ssize_t n = ::pread(fd_, holder, sizeof(holder) - 1, 0);
-    std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "another process";
-    while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+    const std::runtime_error error = in_use(dir, fd_, flag);
     ::close(fd_);
     fd_ = -1;
-    if (err == EWOULDBLOCK)
-      throw std::runtime_error("run directory " + dir + " is in use by " + who +
-                               ": wait for that run to end (or stop it), or choose another --save");
+    if (err == EWOULDBLOCK) throw error;
     throw std::runtime_error("cannot lock " + path + ": " + std::strerror(err));
   }
   // Ours now: say who holds it, for the message a second run will print.

@@ -16,13 +16,19 @@ class RunLock {
  public:
   // Takes the lock on `dir` (which must exist) for this process, recording `command` (one line,
   // e.g. "mosgrad train --save runs/x"). Throws std::runtime_error when another process holds it,
-  // naming that process, or when the lock file cannot be opened.
-  RunLock(const std::string& dir, const std::string& command);
+  // naming that process and saying to choose another `flag` (the option that named `dir`), or
+  // when the lock file cannot be opened.
+  RunLock(const std::string& dir, const std::string& command, const std::string& flag = "--save");
   ~RunLock();  // releases the lock
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
 
   static std::string file_in(const std::string& dir);  // "<dir>/mosgrad.lock"
+
+  // Throws the constructor's "in use by ..." error when another process holds `dir`'s lock, and
+  // takes nothing: for the checks before any work (a --resume into a folder whose first run has
+  // not saved yet is told the folder is busy, not that it holds no checkpoint).
+  static void refuse_if_held(const std::string& dir, const std::string& flag = "--save");
 
  private:
   int fd_ = -1;

@@ -16,11 +16,20 @@ std::string join_vocab(const Vocab& vocab) {
   return s;
 }
 
-Vocab split_vocab(const std::string& text) {
+// One word per line, each once: a word listed twice would shift every id after it.
+Vocab split_vocab(const std::string& text, const std::string& file) {
   Vocab vocab;
   std::istringstream in(text);
   std::string word;
-  while (std::getline(in, word)) vocab.add(word);
+  while (std::getline(in, word)) {
+    const int64_t line = vocab.size() + 1;
+    if (const int64_t before = vocab.find(word); before >= 0)
+      throw std::runtime_error(file + ": the stored vocabulary lists the word '" + word +
+                               "' twice (words " + std::to_string(before + 1) + " and " +
+                               std::to_string(line) +
+                               "); a model's vocabulary names each embedding row once");
+    vocab.add(word);
+  }
   return vocab;
 }
 
@@ -134,7 +143,7 @@ LoadedModel model_from_checkpoint(const Checkpoint& ckpt) {
   out.model = std::make_shared<RNNModel>(cfg, 0);
   load_parameters(*out.model, ckpt.tensors, "model.", path);
   if (ckpt.has_string("vocab"))
-    out.vocab = split_vocab(ckpt.string("vocab")), check_vocab_fits(out.vocab, cfg, path);
+    out.vocab = split_vocab(ckpt.string("vocab"), path), check_vocab_fits(out.vocab, cfg, path);
   out.strings = ckpt.strings;
   return out;
 }
@@ -159,7 +168,7 @@ LoadedModel model_from_safetensors(const SafetensorsFile& file, const std::strin
   load_parameters(*out.model, file.tensors, "", path);
   auto it = file.metadata.find("vocab");
   if (it != file.metadata.end())
-    out.vocab = split_vocab(it->second), check_vocab_fits(out.vocab, out.model->config, path);
+    out.vocab = split_vocab(it->second, path), check_vocab_fits(out.vocab, out.model->config, path);
   out.strings = file.metadata;
   return out;
 }

@@ -31,10 +31,17 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (std::filesystem::exists(cfg.save) && !std::filesystem::is_directory(cfg.save))
     throw std::invalid_argument("--save " + cfg.save +
                                 " is a file, not a directory; choose another --save");
+  // A training run stopped between its first best.ckpt and its first checkpoint has a model but
+  // nothing to resume: a new run there is refused too (below), so say what works.
   if (cfg.resume && !std::filesystem::exists(state_path))
-    throw std::invalid_argument("--resume: there is no " + state_path + " to continue from" +
-                                (finetune ? " (start finetuning without --resume)"
-                                          : " (start a new run without --resume)"));
+    throw std::invalid_argument(
+        "--resume: there is no " + state_path + " to continue from" +
+        (finetune ? " (start finetuning without --resume)"
+         : std::filesystem::exists(cfg.save + "/best.ckpt")
+             ? " (a run stopped before its first checkpoint left " + cfg.save +
+                   "/best.ckpt: move it away and start a new run without --resume, or choose "
+                   "another --save)"
+             : std::string(" (start a new run without --resume)")));
   if (!cfg.resume && std::filesystem::exists(state_path))
     throw std::invalid_argument(
         "--save " + cfg.save + " already holds a " + (finetune ? "finetune" : "run") + " (" +

@@ -53,25 +53,25 @@ inline void draw_curves(const RunFiles& files, const std::string& title,
   }
 }
 
-// Sums over one log interval, turned into one metrics.jsonl record.
-struct IntervalSums {
-  double loss = 0, norm = 0;
-  int64_t steps = 0, tokens = 0;
+// One log interval: its sums (in TrainState, so they survive a stop and resume) and its clock,
+// turned into one metrics.jsonl record.
+struct LogInterval {
+  int64_t tokens = 0;  // since `start`: the speed of this process, not of a run before a resume
   TrainClock::time_point start = TrainClock::now();
 
-  void add(double nll, double grad_norm, int64_t n) {
-    loss += nll, norm += grad_norm, ++steps, tokens += n;
+  void add(TrainState& st, double nll, double grad_norm, int64_t n) {
+    st.interval.loss += nll, st.interval.grad_norm += grad_norm, ++st.interval.steps, tokens += n;
   }
-  IntervalMetrics take(const TrainState& st, const TrainConfig& cfg, int64_t rows,
-                       double elapsed_s) {
+  IntervalMetrics take(TrainState& st, const TrainConfig& cfg, int64_t rows, double elapsed_s) {
     const double secs = std::chrono::duration<double>(TrainClock::now() - start).count();
+    const IntervalSums& sums = st.interval;
     IntervalMetrics m;
     m.epoch = st.epoch, m.step = st.step, m.batch = st.batch_pos / cfg.bptt,
     m.batches = (rows - 1) / cfg.bptt;
-    m.tokens = st.tokens, m.loss = loss / steps, m.lr = cfg.lr,
+    m.tokens = st.tokens, m.loss = sums.loss / sums.steps, m.lr = cfg.lr,
     m.tokens_per_s = tokens / std::max(secs, 1e-9);
-    m.elapsed_s = elapsed_s, m.grad_norm = norm / steps;
-    *this = IntervalSums();
+    m.elapsed_s = elapsed_s, m.grad_norm = sums.grad_norm / sums.steps;
+    st.interval = IntervalSums(), *this = LogInterval();
     return m;
   }
 };

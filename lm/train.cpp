@@ -55,6 +55,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const RunFiles& files = run.files;
   const bool writes_files = run.writes_files;
   const auto& say = run.say;
+  // A folder another run holds is named as busy before its files are judged (they change under it).
+  if (writes_files) RunLock::refuse_if_held(cfg.save);
   check_run_inputs(cfg, finetune, files.state, corpus);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
   if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());
@@ -104,6 +106,16 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const std::vector<Tensor> params = model.parameters();
   HealthProbe health(model.named_parameters());  // --log-stats, on the logged steps only
 
+  // The learning curves, redrawn at each epoch's end, and by a resume that trains no epoch (a kill
+  // after the last checkpoint but before its plot would otherwise leave that plot an epoch short).
+  const auto redraw_curves = [&] {
+    if (!writes_files) return;
+    draw_curves(
+        files,
+        (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""),
+        say);
+  };
+
   // A resumed run may already be at its budget (--max-steps, --max-minutes): it takes no step
   // past it. Only the validation of that stop is made up, when a kill came before it was written.
   if (const std::string reason = agreed_stop_reason(cfg, st, elapsed());
@@ -114,13 +126,15 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       result.final_val_loss = validate_at_stop(run, metrics, elapsed());
     result.stopped = true, result.stop_reason = reason, result.steps = st.step;
     result.best_val_loss = run.best.loss, result.epochs_done = st.epoch - 1;
+    redraw_curves();
     return result;
   }
 
+  const int64_t first_epoch = st.epoch;
   while (st.epoch <= cfg.epochs) {
     model.train();
     const auto epoch_start = TrainClock::now();
-    IntervalSums interval;
+    LogInterval interval;
     // A budget's schedule (--asgd_epoch): average from this epoch on, as a finetune would.
     if (st.batch_pos == 0 && cfg.asgd_epoch > 0 && st.epoch >= cfg.asgd_epoch &&
         st.optimizer == OptimizerKind::SGD)
@@ -156,7 +170,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       const int64_t n = batch.seq_len * batch.batch;
       st.batch_pos += batch.seq_len, ++st.step, st.tokens += n;
       st.epoch_loss_sum += nll * n, st.epoch_loss_count += n;
-      interval.add(nll, norm, n);
+      interval.add(st, nll, norm, n);
       if (hooks.on_step) hooks.on_step(st.step, nll);
       if (!(nll <= diverged_loss(model_cfg.ntoken)))
         throw std::runtime_error(
@@ -198,15 +212,11 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     result.epochs_done = st.epoch;
     st = next_epoch(st), st.elapsed_s = elapsed();
     hidden = model.init_hidden(cfg.batch_size);
-    if (writes_files) {
-      save_state(files.state, cfg, model, run, corpus.vocab);
-      draw_curves(
-          files,
-          (cfg.preset.empty() ? model_cfg.summary() : cfg.preset) + (finetune ? " (finetune)" : ""),
-          say);
-    }
+    if (writes_files) save_state(files.state, cfg, model, run, corpus.vocab);
+    redraw_curves();
     if (done) break;
   }
+  if (st.epoch == first_epoch) redraw_curves();  // a resume of a finished run
 
   result.steps = st.step, result.best_val_loss = run.best.loss;  // what best.ckpt holds
   if (cfg.test_at_end && writes_files && std::filesystem::exists(files.best))

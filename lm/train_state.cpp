@@ -148,6 +148,9 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
   s["elapsed_s"] = join_doubles({st.elapsed_s}),
   s["epoch_loss_sum"] = join_doubles({st.epoch_loss_sum});
   s["epoch_loss_count"] = std::to_string(st.epoch_loss_count);
+  s["interval_loss_sum"] = join_doubles({st.interval.loss}),
+  s["interval_grad_norm_sum"] = join_doubles({st.interval.grad_norm});
+  s["interval_steps"] = std::to_string(st.interval.steps);
   s["best_val"] = join_doubles({st.best_val}), s["val_history"] = join_doubles(st.val_history);
   s["optimizer_kind"] = optimizer_kind_name(st.optimizer),
   s["optimizer_steps"] = std::to_string(opt.steps());
@@ -185,6 +188,10 @@ void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& c
   st.elapsed_s = double_field(ck, "elapsed_s");
   st.epoch_loss_sum = double_field(ck, "epoch_loss_sum");
   st.epoch_loss_count = int_field(ck, "epoch_loss_count", 0, kBig);
+  if (ck.has_string("interval_steps"))  // a checkpoint written before these fields: none under way
+    st.interval = {double_field(ck, "interval_loss_sum"),
+                   double_field(ck, "interval_grad_norm_sum"),
+                   int_field(ck, "interval_steps", 0, kBig)};
   st.best_val = double_field(ck, "best_val", true);
   st.val_history = doubles_field(ck, "val_history");
   try {

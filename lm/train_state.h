@@ -17,10 +17,19 @@
 namespace mg {
 
 // Everything that changes while training, so a resumed run continues exactly where it stopped.
+// The sums of the log interval under way (one metrics.jsonl line per --log-interval steps). They
+// are part of the state, so a run stopped mid-interval and resumed writes the uninterrupted run's
+// next line, not one averaged over the steps since the resume.
+struct IntervalSums {
+  double loss = 0, grad_norm = 0;  // summed over the interval's steps
+  int64_t steps = 0;
+};
+
 struct TrainState {
   int64_t epoch = 1, batch_pos = 0, step = 0, tokens = 0;
   double elapsed_s = 0, epoch_loss_sum = 0;
   int64_t epoch_loss_count = 0;
+  IntervalSums interval;
   double best_val = std::numeric_limits<double>::infinity();
   std::vector<double> val_history;  // NT-ASGD looks back `nonmono` epochs
   OptimizerKind optimizer = OptimizerKind::SGD;

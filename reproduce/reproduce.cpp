@@ -115,6 +115,12 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
   const std::string dir = run_dir(c.out, run);
   if (is_training_stage(stage)) {
     const bool finetune = stage == "finetune";
+    // The folder may have changed since the start: a `mosgrad train --save` into it (running, or
+    // stopped) is left as it is, not cleared or resumed as this run's.
+    if (fs::exists(dir)) {
+      RunLock::refuse_if_held(dir, "--out");
+      check_run_dir_is_ours(c.out, c.plan.name, run, read_results(results_path(c.out)));
+    }
     const bool resume = fs::exists(dir + (finetune ? "/finetune.ckpt" : "/checkpoint.ckpt"));
     // A start that left no state: its files go, by name (the directory is reproduce's, checked
     // before any work: check_run_dir_is_ours); anything else in it stays.
@@ -315,16 +321,8 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
   for (const PlanRun& run : c.plan.runs)
     if (run_selected(options.runs, run)) require_writable_dir("--out", run_dir(c.out, run));
   fs::create_directories(c.out + "/runs");
-  std::unique_ptr<RunLock> lock;
-  try {
-    lock = std::make_unique<RunLock>(
-        c.out, options.command.empty() ? "mosgrad reproduce" : options.command);
-  } catch (const std::runtime_error& e) {  // RunLock speaks of train's --save; here it is --out
-    std::string what = e.what();
-    const size_t at = what.rfind("--save");
-    if (at != std::string::npos) what.replace(at, 6, "--out");
-    throw std::runtime_error(what);
-  }
+  const RunLock lock(c.out, options.command.empty() ? "mosgrad reproduce" : options.command,
+                     "--out");
   const Corpus corpus = load_corpus(c.data_dir, 1000000);
   c.corpus = &corpus, c.corpus_id = corpus_fingerprint(corpus);
   check_results_corpus(records, c.corpus_id, c.out, c.data_dir);

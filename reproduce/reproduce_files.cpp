@@ -33,6 +33,15 @@ std::string some_entries(const std::string& dir) {
   return names;
 }
 
+// Nothing in `dir` but temporaries a killed save left (reproduce killed before the rename of its
+// first file there, the run marker): a folder reproduce had only begun to make, still empty.
+bool holds_nothing_but_dead_temporaries(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (!is_dead_temporary(e.path().string())) return false;
+  return !ec;
+}
+
 }  // namespace
 
 void mark_run_dir(const std::string& dir, const std::string& plan, const PlanRun& run) {
@@ -63,7 +72,7 @@ void check_run_dir_is_ours(const std::string& out, const std::string& plan, cons
     throw std::runtime_error(dir + " is " + (fs::is_symlink(st) ? "a symlink" : "not a directory") +
                              ", and reproduce writes run " + run.name() +
                              " only into a directory it makes" + away);
-  if (fs::is_empty(dir, ec) || run_dir_made_here(dir, plan, run)) return;
+  if (holds_nothing_but_dead_temporaries(dir) || run_dir_made_here(dir, plan, run)) return;
   for (const StageRecord& r : records)
     if (r.text("run") == run.name()) return;  // reproduce ran its stages here
   const std::string marker = dir + "/" + kRunMarker;

@@ -25,9 +25,11 @@ void mark_run_dir(const std::string& dir, const std::string& plan, const PlanRun
 // no marker but a `precision` file (made before the marker existed).
 bool run_dir_made_here(const std::string& dir, const std::string& plan, const PlanRun& run);
 
-// Before any work, for a run reproduce is about to run: DIR/runs/<run> is absent, an empty
-// directory, or proven as above. Anything else (a symlink, a file, a user's own run, another
-// plan's run) throws std::runtime_error naming it and the ways on.
+// Before any work, and again before each training stage (a user's own run may have been started
+// there since), for a run reproduce is about to run: DIR/runs/<run> is absent, an empty directory
+// (or one holding only the temporaries of a killed save), or proven as above. Anything else (a
+// symlink, a file, a user's own run, another plan's run) throws std::runtime_error naming it and
+// the ways on.
 void check_run_dir_is_ours(const std::string& out, const std::string& plan, const PlanRun& run,
                            const std::vector<StageRecord>& records);
 

@@ -2,6 +2,7 @@
 
 #include "io/atomic_file.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -118,6 +119,13 @@ mg::Tensor Fixtures::leaf(const std::string& name, bool requires_grad) const {
   mg::Tensor t = mg::Tensor::from_vector(get(name).to_vector(), get(name).shape());
   if (requires_grad) t.requires_grad_();
   return t;
+}
+
+int dead_pid() {
+  const pid_t pid = ::fork();
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return pid;
 }
 
 std::vector<std::string> temporaries_of(const std::string& path) {

@@ -66,6 +66,9 @@ std::string next_tmp_path(const std::string& path);
 // The temporaries an atomic save of `path` may leave: files beside it named <file>.tmp* (the
 // unique <file>.tmp.<pid>.<n> and the old fixed <file>.tmp). Empty after every save or failure.
 std::vector<std::string> temporaries_of(const std::string& path);
+// A pid that no process has: a child that has exited and been reaped (for "a temporary of a
+// process killed mid-save").
+int dead_pid();
 
 // The message of the exception of type E (std::runtime_error by default) that fn throws ("" when
 // it throws none; another type propagates and fails the test).

@@ -30,14 +30,6 @@ std::vector<std::string> entries_starting_with(const std::string& dir, const std
   return out;
 }
 
-// A pid that no process has: a child that has exited and been reaped.
-pid_t dead_pid() {
-  const pid_t pid = ::fork();
-  if (pid == 0) ::_exit(0);
-  ::waitpid(pid, nullptr, 0);
-  return pid;
-}
-
 }  // namespace
 
 TEST(AtomicFile, TemporariesAreUniquePerWriterAndProcess) {
@@ -128,7 +120,7 @@ TEST(AtomicFile, ASaveRemovesTheLeftoversOfDeadSavesOnly) {
   mgtest::TempDir dir;
   const std::string path = dir.file("m.ckpt");
   // A save killed mid-way by a process that has since died.
-  const std::string dead = path + ".tmp." + std::to_string(dead_pid()) + ".0";
+  const std::string dead = path + ".tmp." + std::to_string(mgtest::dead_pid()) + ".0";
   mgtest::write_bytes(dead, "partial");
   // A save in progress in a live process (init is always alive), and files that only look similar.
   const std::string live = path + ".tmp.1.7";

@@ -76,6 +76,10 @@ TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
   EXPECT_HAS(e, "model config: tied = 'yes' is not 0 or 1");
   e = load_error(damaged_model(dir, [](Checkpoint& ck) { ck.strings["vocab"] = "<eos>\na\nb\n"; }));
   EXPECT_HAS(e, "the stored vocabulary has 3 words but the model has ntoken = 5");
+  // Five lines, one word twice: named as such, not as four words against ntoken 5.
+  e = load_error(
+      damaged_model(dir, [](Checkpoint& ck) { ck.strings["vocab"] = "<eos>\na\nb\na\nc\n"; }));
+  EXPECT_HAS(e, "the stored vocabulary lists the word 'a' twice (words 2 and 4)");
   // A config far larger than the weights stored: refused before a model of that size is allocated
   // (2^20 x 2^20 floats would be 4 TB).
   e = load_error(damaged_model(dir, [](Checkpoint& ck) {

@@ -47,6 +47,45 @@ TEST(RunDirectory, TrainingRefusesADirectoryAnotherRunHolds) {
   EXPECT_FALSE(std::filesystem::exists(cfg.save + "/checkpoint.ckpt"));
 }
 
+// The other run has not saved yet: "no checkpoint to continue from" would send the user to start
+// a second run in the same folder; the folder is named as busy instead.
+TEST(RunDirectory, AResumeIntoAFolderAnotherRunHoldsNamesThatRun) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("locked_resume"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("locked_resume"));
+  cfg.max_steps = 1, cfg.resume = true;
+  std::filesystem::create_directories(cfg.save);
+  {
+    const RunLock other(cfg.save, "mosgrad train --save " + cfg.save);
+    EXPECT_HAS(mgtest::error_of([&] { train_lm(cfg, corpus); }),
+               "is in use by process " + std::to_string(::getpid()) + " (mosgrad train --save ");
+  }
+  // Once that run ends, the same command gets the usual answer.
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(cfg, corpus); }),
+             "there is no ");
+}
+
+// A kill between a finished run's last checkpoint and its plot: the resume trains nothing and
+// draws the plot. A kill between the first best.ckpt and the first checkpoint: --resume says what
+// works (a new run there is refused too, to keep that model).
+TEST(RunDirectory, AResumeAfterAKillBetweenTwoSavesFinishesOrExplains) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("between_saves"));
+  TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("between_saves"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  const std::string curves = cfg.save + "/curves.svg";
+  ASSERT_TRUE(std::filesystem::remove(curves));
+  TrainConfig resume = cfg;
+  resume.resume = true;
+  train_lm(resume, corpus);
+  EXPECT_TRUE(std::filesystem::exists(curves));
+  ASSERT_TRUE(std::filesystem::remove(cfg.save + "/checkpoint.ckpt"));
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(resume, corpus); }),
+             "a run stopped before its first checkpoint left " + cfg.save +
+                 "/best.ckpt: move it away and start a new run without --resume");
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(cfg, corpus); }),
+             "already holds a model");
+}
+
 TEST(RunDirectory, ResumeRefusesFlagsThatDefineTheRun) {
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("resume_flags"));
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("resume_flags"));

@@ -10,6 +10,9 @@
 #include <fstream>
 
 #include "autograd/ops.h"
+#include "io/json.h"
+#include "io/read_file.h"
+#include "io/strf.h"
 #include "lm/dyneval.h"
 #include "lm/evaluate.h"
 #include "lm/generate.h"
@@ -28,15 +31,34 @@ using mgtest::small_config;
 using mgtest::temp_dir;
 using mgtest::write_synthetic_corpus;
 
+namespace {
+
+// The interval lines of a run's metrics.jsonl without their timing: "step loss grad_norm".
+std::vector<std::string> interval_lines(const std::string& dir) {
+  std::vector<std::string> lines;
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const JsonValue v = parse_json(line);
+    if (v.find("kind")->str != "interval") continue;
+    lines.push_back(strf("%.0f %.17g %.17g", v.find("step")->number, v.find("loss")->number,
+                         v.find("grad_norm")->number));
+  }
+  return lines;
+}
+
+}  // namespace
+
 TEST(Trainer, ResumeContinuesExactlyLikeAnUninterruptedRun) {
   const Corpus corpus = load_corpus(write_synthetic_corpus("resume"));
   // Straight: 3 epochs (crossing epoch ends: validation, best-model saves, the NT-ASGD test).
   TrainConfig straight = small_config(corpus.dir, temp_dir("straight"));
+  straight.log_interval = 4;  // the first stop (step 7) falls inside an interval
   TrainResult full;
   const std::vector<double> expected = run_collecting(straight, corpus, &full);
   ASSERT_GT(expected.size(), 20u);
   // Interrupted twice (once mid-epoch, once in a later epoch), resumed each time.
   TrainConfig part = small_config(corpus.dir, temp_dir("parts"));
+  part.log_interval = 4;
   std::vector<double> got;
   for (int64_t stop : {int64_t{7}, static_cast<int64_t>(expected.size()) - 5, int64_t{0}}) {
     part.max_steps = stop;
@@ -51,6 +73,10 @@ TEST(Trainer, ResumeContinuesExactlyLikeAnUninterruptedRun) {
   ASSERT_EQ(got.size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i)
     ASSERT_EQ(got[i], expected[i]) << "loss of step " << i + 1 << " differs after resume";
+  // The log too: an interval cut by a stop is summed across it, not restarted at the resume.
+  const std::vector<std::string> logged = interval_lines(straight.save);
+  ASSERT_GT(logged.size(), 5u);
+  EXPECT_EQ(interval_lines(part.save), logged);
   EXPECT_TRUE(fs::exists(straight.save + "/best.ckpt"));
   EXPECT_TRUE(fs::exists(straight.save + "/metrics.jsonl"));
   EXPECT_TRUE(fs::exists(straight.save + "/curves.svg"));
@@ -99,6 +125,31 @@ TEST(Trainer, FinetuneStartsFromTheBestModel) {
   const TrainResult tuned = train_lm(cfg, corpus, {}, true);
   EXPECT_TRUE(fs::exists(cfg.save + "/finetune.ckpt"));
   EXPECT_LE(tuned.best_val_loss, trained.best_val_loss);  // starts from it, keeps only improvements
+}
+
+// A finetune saves its state before its first step: killed later, even between a new best.ckpt
+// and its finetune.ckpt, it resumes from that state; it never restarts from a best.ckpt it has
+// already finetuned as if that were the trained model.
+TEST(Trainer, AFinetuneStoppedAnywhereResumesFromItsStart) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("finetune_crash"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("finetune_crash_whole"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  TrainConfig crashed = cfg;
+  crashed.save = temp_dir("finetune_crash_cut");
+  fs::copy(cfg.save, crashed.save, fs::copy_options::recursive);
+  cfg.epochs = crashed.epochs = 2;
+  train_lm(cfg, corpus, {}, true);  // uninterrupted
+  TrainHooks crash;
+  crash.on_step = [](int64_t, double) { throw std::runtime_error("killed"); };
+  EXPECT_EQ(mgtest::error_of([&] { train_lm(crashed, corpus, crash, true); }), "killed");
+  ASSERT_TRUE(fs::exists(crashed.save + "/finetune.ckpt"));  // the start, saved before any step
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(crashed, corpus, {}, true); }),
+             "continue it with --resume");  // not a second finetune of the same model
+  crashed.resume = true;
+  train_lm(crashed, corpus, {}, true);
+  EXPECT_EQ(read_file(crashed.save + "/best.ckpt", "model"),
+            read_file(cfg.save + "/best.ckpt", "model"));
 }
 
 TEST(Trainer, SafetensorsRoundTripGivesTheSameLogProbs) {

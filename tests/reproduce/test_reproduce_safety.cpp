@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "io/file_ops.h"
+#include "io/run_lock.h"
 #include "lm/corpus.h"
 #include "lm/training_stop.h"
 #include "reproduce/reproduce.h"
@@ -89,6 +90,20 @@ TEST(ReproduceFiles, ARunDirectoryItDidNotMakeIsRefusedAndKept) {
   // before the marker, a line of the run in results.jsonl; an empty one holds nothing to lose.
   fs::create_directories(dir);
   EXPECT_EQ(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }), "");
+  // So does one holding only the temporary of a killed save (reproduce killed before its first
+  // rename there, the marker's); a live process's temporary is not that.
+  const std::string dead_tmp =
+      dir + "/" + kRunMarker + ".tmp." + std::to_string(mgtest::dead_pid()) + ".0";
+  mgtest::write_bytes(dead_tmp, "plan quick, r");
+  EXPECT_EQ(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }), "");
+  const std::string live_tmp = dir + "/" + kRunMarker + ".tmp.1.0";  // init never dies
+  mgtest::write_bytes(live_tmp, "plan quick, r");
+  EXPECT_HAS(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }),
+             "holds files reproduce did not write");
+  fs::remove(live_tmp);
+  mark_run_dir(dir, "quick", softmax);  // its save removes the dead temporary
+  EXPECT_FALSE(fs::exists(dead_tmp));
+  fs::remove(dir + "/" + kRunMarker);
   mgtest::write_bytes(dir + "/best.ckpt", "x");
   EXPECT_NE(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }), "");
   mgtest::write_bytes(dir + "/precision", "fp32\n");
@@ -142,6 +157,24 @@ TEST(ReproduceFiles, AStartThatLeftNoCheckpointIsClearedByNameOnly) {
   EXPECT_EQ(mgtest::read_bytes(dir + "/metrics.jsonl").find("\"tokens\":7,"), std::string::npos)
       << "the killed start's records are gone, not set aside into this run's file";
   EXPECT_EQ(mgtest::read_bytes(dir + "/" + kRunMarker), "plan quick, run softmax-s1\n");
+}
+
+// A `mosgrad train --save` into a run's folder since reproduce started (the folder looks like
+// reproduce's: a user may copy the marker in) is left as it is while that training holds it: its
+// metrics.jsonl was once removed as a "stopped start" before the lock refused the stage.
+TEST(ReproduceFiles, ARunFolderAnotherTrainingHoldsIsLeftAlone) {
+  const std::string data = mgtest::ptb_dir();
+  MG_SKIP_WITHOUT_PTB(data);
+  const mgtest::TempDir d;
+  const std::string out = d.str(), dir = out + "/runs/softmax-s1";
+  mark_run_dir(dir, "quick", PlanRun{"softmax", 1});
+  const std::string records = "{\"kind\":\"interval\",\"tokens\":7,\"ppl\":9}\n";
+  mgtest::write_bytes(dir + "/metrics.jsonl", records);
+  const RunLock other(dir, "mosgrad train --save " + dir);
+  const std::string what = refusal(quick(out, {"softmax-s1"}));
+  EXPECT_HAS(what, "run directory " + dir + " is in use by process");
+  EXPECT_HAS(what, "choose another --out");
+  EXPECT_EQ(mgtest::read_bytes(dir + "/metrics.jsonl"), records);
 }
 
 // A further seed is found by its directory only when reproduce made it: a user's runs/softmax-s7

@@ -31,13 +31,36 @@ std::runtime_error in_use(const std::string& dir, int fd, const std::string& fla
 
 }  // namespace
 
-void RunLock::refuse_if_held(const std::string& dir, const std::string& flag) {
-  // A read, so not through file_ops (which hooks the calls that change files).
-  const int fd = ::open(file_in(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return;  // no lock file (or none we can read): the constructor says what is wrong
+namespace {
+
+// The lock file opened for reading (a read, so not through file_ops, which hooks the calls that
+// change files), or -1 when there is none.
+int open_for_check(const std::string& path) {
+  return ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+bool held_through(int fd) {
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  if (!held) ::flock(fd, LOCK_UN);
+  return held;
+}
+
+}  // namespace
+
+bool RunLock::is_held(const std::string& dir) {
+  const int fd = open_for_check(file_in(dir));
+  if (fd < 0) return false;
+  const bool held = held_through(fd);
+  ::close(fd);
+  return held;
+}
+
+void RunLock::refuse_if_held(const std::string& dir, const std::string& flag) {
+  const int fd = open_for_check(file_in(dir));
+  if (fd < 0) return;  // no lock file (or none we can read): the constructor says what is wrong
+  const bool held = held_through(fd);
   const std::runtime_error error = in_use(dir, fd, flag);
-  ::close(fd);  // also releases the shared lock, if taken
+  ::close(fd);
   if (held) throw error;
 }
 

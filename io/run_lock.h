@@ -29,6 +29,7 @@ class RunLock {
   // takes nothing: for the checks before any work (a --resume into a folder whose first run has
   // not saved yet is told the folder is busy, not that it holds no checkpoint).
   static void refuse_if_held(const std::string& dir, const std::string& flag = "--save");
+  static bool is_held(const std::string& dir);  // by another process, now
 
  private:
   int fd_ = -1;

@@ -55,8 +55,13 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const RunFiles& files = run.files;
   const bool writes_files = run.writes_files;
   const auto& say = run.say;
-  // A folder another run holds is named as busy before its files are judged (they change under it).
-  if (writes_files) RunLock::refuse_if_held(cfg.save);
+  // A folder another run holds is named as busy before its files are judged (they change under
+  // it); decided by all processes together, so none of an MPI job goes on to judge them.
+  if (any_process(writes_files && RunLock::is_held(cfg.save))) {
+    if (writes_files) RunLock::refuse_if_held(cfg.save);  // names the holder
+    throw std::runtime_error("run directory " + cfg.save +
+                             " is in use by another run (the first process names it)");
+  }
   check_run_inputs(cfg, finetune, files.state, corpus);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
   if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());
@@ -98,6 +103,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     } else {  // one history per file: an earlier run's records (stopped before any checkpoint) go
       const std::string aside = set_aside_old_metrics(files.metrics);
       if (!aside.empty()) say(files.metrics + " held an earlier run's records: moved to " + aside);
+      // A finetune's state, before its first epoch may replace best.ckpt: killed between a new
+      // best.ckpt and its finetune.ckpt, it resumes from here, instead of a fresh finetune taking
+      // that finetuned best.ckpt for the trained model it started from.
+      if (finetune) save_state(files.state, cfg, model, run, corpus.vocab);
     }
   }
   MetricsWriter metrics(writes_files ? files.metrics : "");

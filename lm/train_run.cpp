@@ -161,10 +161,6 @@ void start_state(Run& r, RNNModel& model) {
     st.best_val = validation_loss(r, model);
     r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
           ")");
-    // Its state, before the first epoch may replace best.ckpt: a finetune killed between a new
-    // best.ckpt and its finetune.ckpt then resumes from here, instead of a fresh finetune taking
-    // that finetuned best.ckpt for the trained model it started from.
-    if (r.writes_files) save_state(files.state, cfg, model, r, r.corpus.vocab);
   }
   r.say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
         (cfg.device == Device::CUDA

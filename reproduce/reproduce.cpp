@@ -202,10 +202,10 @@ bool run_stage(const Context& c, const PlanRun& run, const std::string& stage, J
 // Further seeds of the plan's heads (reproduce/reproduce_plan.h): those a results file or a run
 // directory that reproduce made for this plan (reproduce/reproduce_files.h; any other directory is
 // left alone) already holds, so that the table and a plain continuation include them (a run stopped
-// in its training stage has a directory but no line yet), and those --runs asks for (with --report
-// only checked: it draws what is there). Any other --runs name is refused, listing what is allowed,
-// and so is a results line of no run of the plan (or under another head than its run's): an edited
-// file.
+// in its training stage has a directory but no line yet), and those --runs asks for (the command
+// line refuses --runs with --report; called so, only checked). Any other --runs name is refused,
+// listing what is allowed, and so is a results line of no run of the plan (or under another head
+// than its run's): an edited file.
 void add_runs_beyond_the_plan(ReproducePlan& plan, const std::string& out,
                               const std::vector<StageRecord>& records,
                               const ReproduceOptions& options) {

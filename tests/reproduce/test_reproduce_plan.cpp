@@ -116,8 +116,8 @@ TEST(ReproduceFigure, AnEpochThatBlewUpIsDrawnAtTenTimesTheLowestValue) {
 // whatever the checkout holds when the binary runs (which may be a later commit).
 TEST(ReproducePlan, TheCommitOfAResultIsTheBinarysOwn) {
   const std::string commit = source_commit();
-  if (!std::filesystem::exists(std::string(MOSGRAD_SOURCE_DIR) + "/.git"))
-    GTEST_SKIP() << "built outside a git checkout: the commit is " << commit;
+  if (commit == "unknown" && !std::filesystem::exists(std::string(MOSGRAD_SOURCE_DIR) + "/.git"))
+    GTEST_SKIP() << "built outside a git checkout";
   ASSERT_GE(commit.size(), 12u) << commit;
   for (size_t i = 0; i < 12; ++i)
     EXPECT_TRUE(std::isxdigit(static_cast<unsigned char>(commit[i]))) << commit;

@@ -19,49 +19,35 @@ std::string RunLock::file_in(const std::string& dir) {
 
 namespace {
 
-// The error for a lock another process holds: who it is, from the line it wrote in the file.
-std::runtime_error in_use(const std::string& dir, int fd, const std::string& flag) {
+// The line the holder wrote in the lock file ("process N (command), started ..."), from `fd`.
+std::string holder_line(int fd) {
   char holder[512] = {0};
   const ssize_t n = ::pread(fd, holder, sizeof(holder) - 1, 0);
   std::string who = n > 0 ? std::string(holder, static_cast<size_t>(n)) : "another process";
   while (!who.empty() && (who.back() == '\n' || who.back() == ' ')) who.pop_back();
+  return who;
+}
+
+}  // namespace
+
+std::runtime_error RunLock::in_use(const std::string& dir, const std::string& who,
+                                   const std::string& flag) {
   return std::runtime_error("run directory " + dir + " is in use by " + who +
                             ": wait for that run to end (or stop it), or choose another " + flag);
 }
 
-}  // namespace
-
-namespace {
-
-// The lock file opened for reading (a read, so not through file_ops, which hooks the calls that
-// change files), or -1 when there is none.
-int open_for_check(const std::string& path) {
-  return ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-bool held_through(int fd) {
+std::string RunLock::holder(const std::string& dir) {
+  // A read, so not through file_ops (which hooks the calls that change files).
+  const int fd = ::open(file_in(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return "";  // no lock file (or none we can read): the constructor says what is wrong
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  if (!held) ::flock(fd, LOCK_UN);
-  return held;
-}
-
-}  // namespace
-
-bool RunLock::is_held(const std::string& dir) {
-  const int fd = open_for_check(file_in(dir));
-  if (fd < 0) return false;
-  const bool held = held_through(fd);
-  ::close(fd);
-  return held;
+  const std::string who = held ? holder_line(fd) : "";
+  ::close(fd);  // also releases the shared lock, if taken
+  return who;
 }
 
 void RunLock::refuse_if_held(const std::string& dir, const std::string& flag) {
-  const int fd = open_for_check(file_in(dir));
-  if (fd < 0) return;  // no lock file (or none we can read): the constructor says what is wrong
-  const bool held = held_through(fd);
-  const std::runtime_error error = in_use(dir, fd, flag);
-  ::close(fd);
-  if (held) throw error;
+  if (const std::string who = holder(dir); !who.empty()) throw in_use(dir, who, flag);
 }
 
 RunLock::RunLock(const std::string& dir, const std::string& command, const std::string& flag) {
@@ -73,7 +59,7 @@ RunLock::RunLock(const std::string& dir, const std::string& command, const std::
                              (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
-    const std::runtime_error error = in_use(dir, fd_, flag);
+    const std::runtime_error error = in_use(dir, holder_line(fd_), flag);
     ::close(fd_);
     fd_ = -1;
     if (err == EWOULDBLOCK) throw error;

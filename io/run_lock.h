@@ -8,6 +8,7 @@
 // The file is opened without following symlinks, so a link planted at its name is an error.
 #pragma once
 
+#include <stdexcept>
 #include <string>
 
 namespace mg {
@@ -29,7 +30,11 @@ class RunLock {
   // takes nothing: for the checks before any work (a --resume into a folder whose first run has
   // not saved yet is told the folder is busy, not that it holds no checkpoint).
   static void refuse_if_held(const std::string& dir, const std::string& flag = "--save");
-  static bool is_held(const std::string& dir);  // by another process, now
+  // Who holds `dir`'s lock when another process does (the line it wrote), else "".
+  static std::string holder(const std::string& dir);
+  // The error for a lock `who` holds.
+  static std::runtime_error in_use(const std::string& dir, const std::string& who,
+                                   const std::string& flag = "--save");
 
  private:
   int fd_ = -1;

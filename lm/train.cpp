@@ -57,11 +57,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const auto& say = run.say;
   // A folder another run holds is named as busy before its files are judged (they change under
   // it); decided by all processes together, so none of an MPI job goes on to judge them.
-  if (any_process(writes_files && RunLock::is_held(cfg.save))) {
-    if (writes_files) RunLock::refuse_if_held(cfg.save);  // names the holder
-    throw std::runtime_error("run directory " + cfg.save +
-                             " is in use by another run (the first process names it)");
-  }
+  const std::string holder = writes_files ? RunLock::holder(cfg.save) : "";
+  if (any_process(!holder.empty()))
+    throw RunLock::in_use(cfg.save,
+                          holder.empty() ? "another run (the first process names it)" : holder);
   check_run_inputs(cfg, finetune, files.state, corpus);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
   if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());

@@ -11,13 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "tests/pattern.h"
 #include "tests/test_util.h"
 
 using namespace mg;
@@ -77,7 +77,8 @@ TEST(Course, EveryTaskHasOneRegionAndEveryRegionATask) {
   int points = 0;
   for (const auto& [id, t] : table) points += t.points;
   EXPECT_EQ(points, 100);
-  const std::regex start(R"(^\s*// TASK (\d+\.\d+): \S)"), end(R"(^\s*// END TASK (\d+\.\d+)\s*$)");
+  const mgtest::Pattern start(R"(^\s*// TASK (\d+\.\d+): \S)"),
+      end(R"(^\s*// END TASK (\d+\.\d+)\s*$)");
   std::map<std::string, int> begun, ended;
   std::map<std::string, std::string> where;
   for (const char* dir : {"tensor", "autograd", "nn", "io", "lm", "analysis", "cli"})
@@ -88,13 +89,12 @@ TEST(Course, EveryTaskHasOneRegionAndEveryRegionATask) {
       int n = 0;
       for (std::string line; std::getline(lines, line);) {
         ++n;
-        std::smatch m;
-        if (std::regex_search(line, m, start)) {
+        if (const auto m = start.search(line); !m.empty()) {
           EXPECT_TRUE(open.empty()) << e.path() << ":" << n << ": TASK inside TASK " << open;
           open = m[1];
           ++begun[open];
           where[open] = fs::relative(e.path(), kSourceDir).string();
-        } else if (std::regex_search(line, m, end)) {
+        } else if (const auto m = end.search(line); !m.empty()) {
           EXPECT_EQ(m[1], open) << e.path() << ":" << n;
           ++ended[m[1]];
           open.clear();
@@ -131,7 +131,7 @@ TEST(Course, EveryTasksFilterSelectsTestsThatExist) {
 }
 
 TEST(Course, EveryLabsCommandParsesAndEveryFileItNamesExists) {
-  const std::regex path(
+  const mgtest::Pattern path(
       R"(`((?:autograd|nn|lm|tensor|tools|tests|docs|io|cuda|analysis|cli)/[A-Za-z0-9_./-]*[A-Za-z0-9_]))");
   int commands = 0, files = 0, labs = 0;
   for (const auto& e : fs::directory_iterator(kSourceDir + "/docs/course")) {
@@ -148,9 +148,8 @@ TEST(Course, EveryLabsCommandParsesAndEveryFileItNamesExists) {
       ++commands;
       EXPECT_NO_THROW(parse_command(w)) << e.path().filename() << ": " << line;
     }
-    for (auto it = std::sregex_iterator(text.begin(), text.end(), path);
-         it != std::sregex_iterator(); ++it) {
-      const std::string p = (*it)[1];
+    for (const auto& m : path.search_all(text)) {
+      const std::string& p = m[1];
       ++files;
       EXPECT_TRUE(fs::exists(kSourceDir + "/" + p)) << e.path().filename() << " names " << p;
     }

@@ -15,11 +15,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "tests/pattern.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
@@ -141,7 +141,7 @@ std::vector<std::vector<std::string>> run_session(const Session& s, const std::s
     script << "echo \\n@@walkthrough " << i << "@@\\n\n" << s.commands[i].text << "\n";
   script.close();
   const std::string args =
-      std::regex_replace(s.args, std::regex("--save +[^ ]+"), "--save " + dir + "/run");
+      mgtest::Pattern("--save +[^ ]+").replace(s.args, "--save " + dir + "/run");
   const std::string shell = "cd '" + kSourceDir + "' && MOSGRAD_DATA='" + data +
                             "' DEBUGINFOD_URLS= timeout 300 " + "gdb -nx -q -batch" + s.options +
                             " -x '" + dir + "/commands.gdb' --args " + s.program + args + " > '" +

@@ -5,12 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/commands.h"
+#include "tests/pattern.h"
 
 using namespace mg;
 
@@ -57,12 +57,11 @@ TEST(Tutorial, EveryMosgradCommandParses) {
 
 TEST(Tutorial, EveryFileItNamesExists) {
   const std::string text = tutorial();
-  const std::regex path(
+  const mgtest::Pattern path(
       R"(`((?:math|cuda|mpi|tensor|autograd|nn|io|lm|analysis|reproduce|cli|tools|tests|docs)/[A-Za-z0-9_./-]+))");
   int files = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), path); it != std::sregex_iterator();
-       ++it) {
-    const std::string p = (*it)[1];
+  for (const auto& m : path.search_all(text)) {
+    const std::string& p = m[1];
     ++files;
     EXPECT_TRUE(std::filesystem::exists(kSourceDir + "/" + p)) << "docs/tutorial.md names " << p;
   }

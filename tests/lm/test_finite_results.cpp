@@ -7,13 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <regex>
 
 #include "cli/commands.h"
 #include "lm/corpus.h"
 #include "lm/dyneval.h"
 #include "lm/model_io.h"
 #include "lm/train_summary.h"
+#include "tests/pattern.h"
 #include "tests/test_trainer_util.h"
 #include "tests/test_util.h"
 
@@ -57,8 +57,8 @@ TEST(FiniteResults, EvalOfAModelWhoseOutputsOverflowFailsNamingTheModel) {
 
 // Where dyneval stopped: the target its error names, and the number of targets.
 std::pair<long, long> stopped_at(const std::string& e) {
-  std::smatch m;
-  if (!std::regex_search(e, m, std::regex("at target ([0-9]+) of ([0-9]+)"))) return {-1, -1};
+  const std::vector<std::string> m = mgtest::Pattern("at target ([0-9]+) of ([0-9]+)").search(e);
+  if (m.empty()) return {-1, -1};
   return {std::stol(m[1]), std::stol(m[2])};
 }
 

@@ -11,12 +11,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "tests/pattern.h"
 #include "tests/test_trainer_util.h"
 
 namespace {
@@ -40,10 +40,8 @@ std::string read_text(const std::string& path) {
 }
 
 bool line_matches(const std::string& expected, const std::string& line) {
-  static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
-  std::string pattern = std::regex_replace(expected, special, R"(\$&)");
-  pattern = std::regex_replace(pattern, std::regex("\xe2\x80\xa6"), ".*");
-  return std::regex_match(line, std::regex(pattern));
+  static const mgtest::Pattern special(R"([.^$|()\[\]{}*+?\\])"), ellipsis("\xe2\x80\xa6");
+  return mgtest::Pattern(ellipsis.replace(special.replace(expected, R"(\$&)"), ".*")).matches(line);
 }
 
 // Why the printers cannot be checked here, or "" when they can.

@@ -22,20 +22,29 @@
 #   make course-check                each lab stubbed alone fails only its own tasks (slow)
 #   make clean
 #
-# Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), CUDA=1 (cuda/ backend,
-# built into build/<mode>-cuda; CUDA_HOME, CUDA_ARCH). `make CUDA=1 test` runs the suite with the GPU
-# tests, which skip when no GPU is present. MPI=1: data parallel across processes with Open MPI
-# (mpicxx; build/<mode>-mpi; `mpirun -np N build/release-mpi/mosgrad train ...`, docs/distributed.md).
+# Variables: ARCH (default -march=native), CXX, MODE (release|debug|asan), TREE (default
+# build/<mode>), CUDA=1 (cuda/ backend, programs in build/<mode>-cuda; CUDA_HOME, CUDA_ARCH). `make
+# CUDA=1 test` runs the suite with the GPU tests, which skip when no GPU is present. MPI=1: data
+# parallel across processes with Open MPI (mpicxx; build/<mode>-mpi; `mpirun -np N
+# build/release-mpi/mosgrad train ...`, docs/distributed.md).
 
 CXX      ?= g++
 MODE     ?= release
 ARCH     ?= -march=native
-# A CUDA build compiles every file with -DMOSGRAD_CUDA, so it gets its own folder (build/release-cuda).
-PLAIN_BUILD := build/$(MODE)$(if $(filter 1,$(CUDA)),-cuda)
-BUILD    := $(PLAIN_BUILD)$(if $(filter 1,$(MPI)),-mpi)
-# Where the objects go. Only mpi/processes.cpp uses MPI, so an MPI=1 build compiles that one file
-# into build/<mode>-mpi and takes every other object from the plain build beside it.
-OBJ      := $(if $(filter 1,$(MPI)),$(PLAIN_BUILD),$(BUILD))
+# The build tree: every C++ file's object, and the plain programs. TREE=DIR builds another one
+# (another ARCH for another machine; the mutation tests' private copy).
+TREE     ?= build/$(MODE)
+ifeq ($(origin BUILD),command line)
+  $(error BUILD=$(BUILD) is not a setting: TREE=DIR builds another tree (programs in DIR, DIR-cuda, DIR-mpi))
+endif
+# Where the programs go: the tree, or TREE-cuda, -mpi, -cuda-mpi for CUDA=1 and MPI=1.
+BUILD    := $(TREE)$(if $(filter 1,$(CUDA)),-cuda)$(if $(filter 1,$(MPI)),-mpi)
+# Where the objects go. Every C++ file is compiled the same way with or without CUDA and MPI, so
+# every build takes its objects from the plain tree: CUDA=1 links the cuda/*.cu objects (in
+# TREE-cuda) in the place of cuda/without_cuda.cpp's stubs, and MPI=1 compiles mpi/processes.cpp
+# again, with MPI, into its own folder.
+OBJ      := $(TREE)
+CUDA_OBJ := $(TREE)-cuda
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 WARN     := -Wall -Wextra
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
@@ -75,7 +84,8 @@ LDFLAGS += -Wl,-u,mg_print -Wl,-u,mg_print_graph
 # The library is every layer (tools/check_layers.sh) but the program's main, cli/mosgrad.cpp.
 LIB_SRCS  := $(wildcard mpi/*.cpp tensor/*.cpp autograd/*.cpp nn/*.cpp io/*.cpp lm/*.cpp analysis/*.cpp \
                         reproduce/*.cpp) \
-             $(filter-out cli/mosgrad.cpp,$(wildcard cli/*.cpp))
+             $(filter-out cli/mosgrad.cpp,$(wildcard cli/*.cpp)) \
+             $(if $(filter 1,$(CUDA)),,cuda/without_cuda.cpp)
 # The tests mirror the source folders (tests/tensor/ checks tensor/, ...); tests/docs/ checks the
 # docs' commands and gdb sessions, tests/fuzz/ replays the fuzzers' findings.
 TEST_DIRS := cuda tensor autograd nn io lm analysis reproduce cli tools docs
@@ -91,7 +101,7 @@ GRADE_TEST_SRCS := tests/test_util.cpp tests/test_trainer_util.cpp tests/tensor/
              tests/nn/test_layers_fixtures.cpp tests/nn/test_heads.cpp tests/lm/test_train_step.cpp \
              tests/lm/test_recipe.cpp tests/analysis/test_svd.cpp tests/analysis/test_rank.cpp
 # The GPU tests alone (build/<mode>-cuda/cuda_tests): what CI's CUDA tier links and runs without a
-# GPU, instead of compiling the whole suite a second time with -DMOSGRAD_CUDA.
+# GPU, instead of linking the whole suite a second time.
 CUDA_TEST_SRCS := tests/test_util.cpp tests/test_trainer_util.cpp $(wildcard tests/cuda/*.cpp)
 TOOL_SRCS := $(wildcard cli/mosgrad.cpp)  # the mosgrad program's main
 BENCH_SRCS:= $(wildcard bench/*.cpp)
@@ -112,10 +122,9 @@ NVCC      ?= $(CUDA_HOME)/bin/nvcc
 CUDA_ARCH ?= 90
 ifeq ($(CUDA),1)
   CUDA_SRCS := $(wildcard cuda/*.cu)
-  LIB_OBJS  += $(CUDA_SRCS:%.cu=$(OBJ)/%.o)
-  CXXFLAGS  += -DMOSGRAD_CUDA -isystem $(CUDA_HOME)/include
+  LIB_OBJS  += $(CUDA_SRCS:%.cu=$(CUDA_OBJ)/%.o)
   LDFLAGS   += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas
-  NVCCFLAGS := -std=c++17 -O3 -I. -DMOSGRAD_CUDA -MMD -MP -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
+  NVCCFLAGS := -std=c++17 -O3 -I. -MMD -MP -gencode arch=compute_$(CUDA_ARCH),code=sm_$(CUDA_ARCH) \
                -gencode arch=compute_$(CUDA_ARCH),code=compute_$(CUDA_ARCH) -Xcompiler -Wall,-Wextra
   ifneq ($(MODE),release)
     NVCCFLAGS += -g -lineinfo
@@ -184,7 +193,7 @@ $(OBJ)/tests/%.o: tests/%.cpp $(if $(TEST_PCH),$(TEST_PCH).gch)
 	@mkdir -p $(dir $@)
 	$(CXX) $(TEST_CXXFLAGS) $(if $(TEST_PCH),-include $(TEST_PCH)) -c $< -o $@
 
-$(OBJ)/%.o: %.cu
+$(CUDA_OBJ)/%.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

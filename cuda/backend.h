@@ -3,9 +3,12 @@
 // call them when their inputs live on the GPU (Tensor::device() == Device::CUDA); everything above
 // (shapes, checks, the autograd graph) is shared with the CPU path.
 //
-// In a build without CUDA (plain `make`) every function here is an inline stub that throws
-// "built without CUDA: rebuild with make CUDA=1": no tensor can reach the GPU there (Tensor::to
-// throws first), and the calling code still compiles, so it cannot rot.
+// Each function is declared once here, through MG_CUDA_API, and defined by one of two siblings
+// chosen when the programs are linked: cuda/*.cu (`make CUDA=1`), or cuda/without_cuda.cpp (plain
+// `make`), which expands this same list into stubs that throw "built without CUDA: rebuild with
+// make CUDA=1". No tensor can reach the GPU in a build without CUDA (Tensor::to throws first), and
+// the calling code still compiles, so it cannot rot. Nothing above cuda/ is compiled differently
+// for the GPU: a CUDA build compiles the .cu files and links them with the plain build's objects.
 //
 // Conventions: pointers are device pointers unless named host_*; sizes are element counts; every
 // launch goes on the current stream (the default stream) and returns without synchronising, except
@@ -15,17 +18,11 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "math/op_kinds.h"
 
 namespace mg {
-
-[[noreturn]] inline void throw_built_without_cuda() {
-  throw std::runtime_error(
-      "this mosgrad was built without CUDA: rebuild with `make CUDA=1` to use --device cuda");
-}
 
 // Up to this many dims for the strided copy and broadcasting kernels (all of mosgrad uses <= 4).
 constexpr int kCudaMaxDims = 8;
@@ -46,28 +43,18 @@ struct CudaSplit {
 
 enum class CudaOptimizer { SGD, ASGD, Adam };  // lm/optim.h OptimizerKind, same order
 
-#ifdef MOSGRAD_CUDA
+// A declaration, except in cuda/without_cuda.cpp, which defines MG_CUDA_API as a stub's
+// definition before it includes this header.
+#ifndef MG_CUDA_API
 #define MG_CUDA_API(...) __VA_ARGS__;
-#else
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wunused-parameter"
-#define MG_CUDA_API(...)            \
-  [[noreturn]] inline __VA_ARGS__ { \
-    throw_built_without_cuda();     \
-  }
 #endif
 
 // ---- cuda/runtime.cu: the device, the caching allocator (tensor/allocator.cpp), copies, cuBLAS
 // ---- True when a driver and at least one GPU are present; otherwise false with the reason in
 // *why.
-#ifdef MOSGRAD_CUDA
 bool cuda_is_available(std::string* why = nullptr);
-#else
-inline bool cuda_is_available(std::string* why = nullptr) {
-  if (why) *why = "this mosgrad was built without CUDA (rebuild with `make CUDA=1`)";
-  return false;
-}
-#endif
+// True when the CUDA backend is linked in (`make CUDA=1`), whether or not a GPU is present.
+bool cuda_is_built_in();
 MG_CUDA_API(std::string cuda_device_description())  // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)"
 // Device memory in 256-byte aligned buckets, cached like host memory; never managed memory.
 // Running out throws naming the request and the free memory.
@@ -198,9 +185,6 @@ MG_CUDA_API(void cuda_optimizer_step(CudaOptimizer kind, float* p, const float* 
                                      float* b, int64_t n, float lr, float wd, float mu, float beta1,
                                      float beta2, float eps, float bc1, float bc2))
 
-#ifndef MOSGRAD_CUDA
-#pragma GCC diagnostic pop
-#endif
 #undef MG_CUDA_API
 
 }  // namespace mg

@@ -189,7 +189,7 @@ done < <(git ls-files -z --cached --others --exclude-standard)
 (cd "$SRC" && find . -type f | sed 's|^\./||' | sort) | comm -23 - <(sort "$WORK/files") |
   while IFS= read -r gone; do rm -f "$SRC/$gone"; done
 
-build() { make -C "$SRC" --no-print-directory -j"$JOBS" MODE=release BUILD="$OBJ" "$OBJ/run_tests"; }
+build() { make -C "$SRC" --no-print-directory -j"$JOBS" MODE=release TREE="$OBJ" "$OBJ/run_tests"; }
 echo "mutate: building the unmutated copy in build/mutate/ ..."
 build >"$WORK/build.log" 2>&1 || { cat "$WORK/build.log"; die "the unmutated sources do not build"; }
 

@@ -143,18 +143,27 @@ else
 endif
 
 # The tests are checks, not the hot path: in the optimized tree they are compiled at -Og (-O3 on
-# GoogleTest's macros was most of the suite's compile time), against the library as it ships (-O3).
-# The library's objects come first when run_tests is linked, so an inline function that a test and
-# the library both compile runs as the library compiled it. GoogleTest and the standard headers
-# are precompiled once per tree (tests/test_pch.h; a stale or foreign .gch is ignored by the compiler).
-TEST_CXXFLAGS := $(if $(filter release,$(MODE)),$(filter-out -O3,$(CXXFLAGS)) -Og,$(CXXFLAGS))
+# GoogleTest's macros was most of the suite's compile time), against the library as it ships (-O3);
+# in the sanitizer tree at -O0 (-O1 doubled their compile time, two thirds of the tree's, while the
+# time they run is the library's). The library's objects come first when run_tests is linked, so an
+# inline function that a test and the library both compile runs as the library compiled it.
+# GoogleTest and the standard headers are precompiled once per tree (tests/test_pch.h; a stale or
+# foreign .gch is ignored by the compiler).
+TEST_CXXFLAGS := $(if $(filter release,$(MODE)),$(filter-out -O3,$(CXXFLAGS)) -Og,$(if \
+                   $(filter asan,$(MODE)),$(subst -O1,-O0,$(CXXFLAGS)),$(CXXFLAGS)))
 TEST_PCH      := $(if $(filter fuzz,$(MODE)),,$(OBJ)/tests/pch/test_pch.h)
 # Except where a test compiles a library formula itself and compares its bits with the library's
 # (the scalar exponential beside its SIMD forms): -Og and -O3 contract a*b + c into an FMA
 # differently, so that test is compiled as the library is, and without the header precompiled at
-# -Og (which brings its optimisation level with it).
+# -Og (which brings its optimisation level with it). And the GEMM tests of the sanitizer tree,
+# whose own reference loops (tests/tensor/gemm_test_util.h) are what they spend their time on:
+# twice as slow at -O0.
 $(OBJ)/tests/tensor/test_vec_math.o: TEST_CXXFLAGS := $(CXXFLAGS)
 $(OBJ)/tests/tensor/test_vec_math.o: TEST_PCH :=
+ifeq ($(MODE),asan)
+$(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/tensor/test_gemm*.cpp)): TEST_CXXFLAGS := $(CXXFLAGS)
+$(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/tensor/test_gemm*.cpp)): TEST_PCH :=
+endif
 
 .PHONY: mpi-check all test check check-lists check-fast check-slow check-gdb check-course check-cuda check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))

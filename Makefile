@@ -174,18 +174,17 @@ $(OBJ)/%.o: %.cpp
 
 # The commit the library is built from, "+dirty" when tracked files differ from it, for the results
 # reproduce stamps (reproduce/provenance.cpp): the binary's source, not whatever the checkout holds
-# when it runs. Kept in a stamp rewritten only when it changes, so a new commit recompiles that one
-# object (its rule below only remakes a stamp that `make clean` removed); read without git's
-# optional locks, so a build never takes the checkout's index lock; "unknown" in a tree that is not
-# a checkout's top (a student tree under build/ is not mosgrad's commit).
+# when it runs. Kept in a stamp that every build checks and rewrites only when the commit changed,
+# so a new commit recompiles that one object; read without git's optional locks, so a build never
+# takes the checkout's index lock; "unknown" in a tree that is not a checkout's top (a student tree
+# under build/ is not mosgrad's commit).
 SOURCE_COMMIT := $(shell [ "$$(git -C '$(CURDIR)' rev-parse --show-toplevel 2>/dev/null)" = \
   '$(CURDIR)' ] && c=$$(git -C '$(CURDIR)' rev-parse --short=12 HEAD 2>/dev/null) && if git --no-optional-locks -C '$(CURDIR)' status --porcelain --untracked-files=no 2>/dev/null | \
   grep -q .; then echo "$$c+dirty"; else echo "$$c"; fi)
 COMMIT_STAMP  := $(OBJ)/source_commit
-$(shell mkdir -p $(OBJ) && [ "$$(cat $(COMMIT_STAMP) 2>/dev/null)" = "$(SOURCE_COMMIT)" ] || \
-  echo "$(SOURCE_COMMIT)" > $(COMMIT_STAMP))
-$(COMMIT_STAMP):
-	@mkdir -p $(dir $@) && echo "$(SOURCE_COMMIT)" > $@
+.PHONY: FORCE
+$(COMMIT_STAMP): FORCE
+	@mkdir -p $(dir $@) && { [ "$$(cat $@ 2>/dev/null)" = "$(SOURCE_COMMIT)" ] || echo "$(SOURCE_COMMIT)" > $@; }
 $(OBJ)/reproduce/provenance.o: $(COMMIT_STAMP)
 $(OBJ)/reproduce/provenance.o: CXXFLAGS += -DMOSGRAD_COMMIT=\"$(or $(SOURCE_COMMIT),unknown)\"
 

@@ -100,16 +100,15 @@ int run_graph(CommandLine& c) {
   const TrainConfig& cfg = c.train;
   const std::string& out = c.out;
   require_writable_folder_of("--out", out);
-  const std::string dot = model_graph_dot(cfg, c.values);
-  const std::string first_line = dot.substr(0, dot.find('\n'));
   require_own_output("graph", "--out", out, "a graph written by mosgrad graph",
-                     [&](const std::string& p) { return first_line_is(p, first_line); });
+                     [](const std::string& p) { return first_line_is(p, kModelGraphFirstLine); });
   // Graphviz's drawing of that graph names it in a comment near the top.
   require_own_output("graph", "--out", out + ".svg", "Graphviz's drawing of a mosgrad graph",
                      [](const std::string& p) {
                        return read_file(p, "graph drawing").find("<!-- Title: autograd ") !=
                               std::string::npos;
                      });
+  const std::string dot = model_graph_dot(cfg, c.values);
   write_file_atomically(out, dot);
   std::printf("wrote %s (%s, T=%lld B=%lld)\n", out.c_str(), cfg.model.summary().c_str(),
               static_cast<long long>(cfg.bptt), static_cast<long long>(cfg.batch_size));

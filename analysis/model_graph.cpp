@@ -66,7 +66,7 @@ std::string dot_with_values(const Tensor& loss) {
     loss.backward();
   }
   std::ostringstream os;
-  os << kModelGraphFirstLine << "\n  rankdir=BT;\n  node [fontname=\"monospace\"];\n";
+  os << kGraphDotFirstLine << "\n  rankdir=BT;\n  node [fontname=\"monospace\"];\n";
   for (const auto& [id, b] : boxes)
     os << "  n" << id << " [shape=box,label=\"" << b.op << " " << b.shape << "\\nvalue " << b.value
        << "\\ngrad " << b.grad << "\"];\n";

@@ -15,8 +15,4 @@ namespace mg {
 // one, else mean and standard deviation (μ, σ) over its entries.
 std::string model_graph_dot(const TrainConfig& config, bool values = false);
 
-// The first line of every graph model_graph_dot writes: how `graph --out` tells its own earlier
-// file from a user's before it spends a forward pass on a new one.
-inline constexpr const char* kModelGraphFirstLine = "digraph autograd {";
-
 }  // namespace mg

@@ -191,7 +191,7 @@ std::string graph_text(const Tensor& root) {
 
 std::string graph_dot(const Tensor& root) {
   std::ostringstream os;
-  os << "digraph autograd {\n  rankdir=BT;\n  node [fontname=\"monospace\"];\n";
+  os << kGraphDotFirstLine << "\n  rankdir=BT;\n  node [fontname=\"monospace\"];\n";
   if (!root.grad_fn()) return os.str() + "}\n";
   std::unordered_set<const Node*> seen{root.grad_fn().get()};
   std::unordered_set<const TensorImpl*> leaves;

@@ -36,6 +36,9 @@ class GradientWatch {
 std::string graph_text(const Tensor& root);
 // The same graph in Graphviz DOT: `dot -Tsvg graph.dot > graph.svg`.
 std::string graph_dot(const Tensor& root);
+// The first line of every such graph (also of analysis/model_graph.h's): how `graph --out` tells
+// its own earlier file from a user's before it spends a forward pass on a new one.
+inline constexpr const char* kGraphDotFirstLine = "digraph autograd {";
 
 }  // namespace mg
 

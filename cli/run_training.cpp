@@ -9,6 +9,7 @@
 #include <string>
 
 #include "analysis/model_graph.h"
+#include "autograd/engine.h"
 #include "cli/run_commands.h"
 #include "io/atomic_file.h"
 #include "io/own_output.h"
@@ -101,7 +102,7 @@ int run_graph(CommandLine& c) {
   const std::string& out = c.out;
   require_writable_folder_of("--out", out);
   require_own_output("graph", "--out", out, "a graph written by mosgrad graph",
-                     [](const std::string& p) { return first_line_is(p, kModelGraphFirstLine); });
+                     [](const std::string& p) { return first_line_is(p, kGraphDotFirstLine); });
   // Graphviz's drawing of that graph names it in a comment near the top.
   require_own_output("graph", "--out", out + ".svg", "Graphviz's drawing of a mosgrad graph",
                      [](const std::string& p) {

@@ -32,7 +32,8 @@ CXX      ?= g++
 MODE     ?= release
 ARCH     ?= -march=native
 # The build tree: every C++ file's object, and the plain programs. TREE=DIR builds another one
-# (another ARCH for another machine; the mutation tests' private copy).
+# (another ARCH for another machine; the mutation tests' private copy) for the programs named in
+# it (make TREE=build/dev build/dev/mosgrad); test, check and the other targets use build/<mode>.
 TREE     ?= build/$(MODE)
 ifeq ($(origin BUILD),command line)
   $(error BUILD=$(BUILD) is not a setting: TREE=DIR builds another tree (programs in DIR, DIR-cuda, DIR-mpi))
@@ -45,6 +46,7 @@ BUILD    := $(TREE)$(if $(filter 1,$(CUDA)),-cuda)$(if $(filter 1,$(MPI)),-mpi)
 # again, with MPI, into its own folder.
 OBJ      := $(TREE)
 CUDA_OBJ := $(TREE)-cuda
+FLAGS_STAMP := $(OBJ)/compile_flags  # the flags its objects were built with (its rule is below)
 JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
 WARN     := -Wall -Wextra
 CXXFLAGS_COMMON := -std=c++17 $(WARN) -I. -MMD -MP -DMOSGRAD_SOURCE_DIR=\"$(CURDIR)\"
@@ -74,7 +76,7 @@ endif
 ASAN_HOT_SRCS := $(wildcard tensor/gemm*.cpp) nn/lstm_fused.cpp nn/fused_head_loss.cpp \
                  autograd/ops_softmax.cpp autograd/ops_matmul.cpp
 ifeq ($(MODE),asan)
-$(ASAN_HOT_SRCS:%.cpp=build/asan/%.o): CXXFLAGS := $(subst -O1,-O2,$(CXXFLAGS))
+$(ASAN_HOT_SRCS:%.cpp=$(OBJ)/%.o): CXXFLAGS := $(subst -O1,-O2,$(CXXFLAGS))
 endif
 # gdb's printing helpers (mg_print in tensor/print.cpp, mg_print_graph in autograd/engine.cpp) are
 # called by nothing in the programs: -u keeps them in every program linked from the static library,
@@ -157,18 +159,16 @@ TEST_PCH      := $(if $(filter fuzz,$(MODE)),,$(OBJ)/tests/pch/test_pch.h)
 # differently, so that test is compiled as the library is, and without the header precompiled at
 # -Og (which brings its optimisation level with it). And the GEMM tests of the sanitizer tree,
 # whose own reference loops (tests/tensor/gemm_test_util.h) are what they spend their time on:
-# twice as slow at -O0.
-$(OBJ)/tests/tensor/test_vec_math.o: TEST_CXXFLAGS := $(CXXFLAGS)
-$(OBJ)/tests/tensor/test_vec_math.o: TEST_PCH :=
-ifeq ($(MODE),asan)
-$(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/tensor/test_gemm*.cpp)): TEST_CXXFLAGS := $(CXXFLAGS)
-$(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/tensor/test_gemm*.cpp)): TEST_PCH :=
-endif
+# twice as slow at -O0. (Private: the precompiled header, their prerequisite, keeps the tree's.)
+TESTS_AS_LIBRARY := $(OBJ)/tests/tensor/test_vec_math.o \
+  $(if $(filter asan,$(MODE)),$(patsubst %.cpp,$(OBJ)/%.o,$(wildcard tests/tensor/test_gemm*.cpp)))
+$(TESTS_AS_LIBRARY): private TEST_CXXFLAGS := $(CXXFLAGS)
+$(TESTS_AS_LIBRARY): private TEST_PCH :=
 
 .PHONY: mpi-check all test check check-lists check-fast check-slow check-gdb check-course check-cuda check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
-$(OBJ)/%.o: %.cpp
+$(OBJ)/%.o: %.cpp $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
@@ -185,19 +185,24 @@ COMMIT_STAMP  := $(OBJ)/source_commit
 .PHONY: FORCE
 $(COMMIT_STAMP): FORCE
 	@mkdir -p $(dir $@) && { [ "$$(cat $@ 2>/dev/null)" = "$(SOURCE_COMMIT)" ] || echo "$(SOURCE_COMMIT)" > $@; }
+# Likewise the compiler and flags the tree's objects are built with: a build with others (another
+# ARCH or CXX in the same TREE) rebuilds every object rather than link two kinds together.
+TREE_FLAGS    := $(CXX) $(CXXFLAGS)
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(dir $@) && { [ "$$(cat $@ 2>/dev/null)" = '$(TREE_FLAGS)' ] || echo '$(TREE_FLAGS)' > $@; }
 $(OBJ)/reproduce/provenance.o: $(COMMIT_STAMP)
 $(OBJ)/reproduce/provenance.o: CXXFLAGS += -DMOSGRAD_COMMIT=\"$(or $(SOURCE_COMMIT),unknown)\"
 
-$(BUILD)/mpi/processes.o: mpi/processes.cpp
+$(BUILD)/mpi/processes.o: mpi/processes.cpp $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) -c $< -o $@
 
-$(OBJ)/tests/pch/test_pch.h.gch: tests/test_pch.h
+$(OBJ)/tests/pch/test_pch.h.gch: tests/test_pch.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	cp $< $(@:.gch=)
 	$(CXX) $(TEST_CXXFLAGS) -x c++-header $(@:.gch=) -o $@
 
-$(OBJ)/tests/%.o: tests/%.cpp $(if $(TEST_PCH),$(TEST_PCH).gch)
+$(OBJ)/tests/%.o: tests/%.cpp $(FLAGS_STAMP) $(if $(TEST_PCH),$(TEST_PCH).gch)
 	@mkdir -p $(dir $@)
 	$(CXX) $(TEST_CXXFLAGS) $(if $(TEST_PCH),-include $(TEST_PCH)) -c $< -o $@
 

@@ -45,6 +45,12 @@ void require_own_output(const std::string& command, const std::string& flag,
                               flag);
 }
 
+std::string probe_file(const std::string& folder, long long pid, uint64_t n) {
+  return (fs::path(folder) /
+          (".mosgrad-probe.tmp." + std::to_string(pid) + "." + std::to_string(n)))
+      .string();
+}
+
 void require_writable_dir(const std::string& flag, const std::string& dir,
                           const std::string& given) {
   std::error_code ec;
@@ -60,9 +66,7 @@ void require_writable_dir(const std::string& flag, const std::string& dir,
   // back) must not make a read-only folder look writable.
   static std::atomic<uint64_t> counter{0};
   for (;;) {
-    const std::string probe = (folder / (".mosgrad-probe." + std::to_string(::getpid()) + "." +
-                                         std::to_string(counter++)))
-                                  .string();
+    const std::string probe = probe_file(folder.string(), ::getpid(), counter++);
     const int fd = file_ops::open(probe, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW, 0600);
     if (fd >= 0) {
       ::close(fd);

@@ -5,6 +5,7 @@
 // file mosgrad did not write.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -19,14 +20,18 @@ void require_own_output(const std::string& command, const std::string& flag,
                         const std::function<bool(const std::string& path)>& ours);
 
 // The folder `dir` (or, while it does not exist yet, the nearest folder above it, where mosgrad
-// will make it) lets this process create files there: a probe file,
-// "<folder>/.mosgrad-probe.<pid>.<n>", is created (through io/file_ops.h, so a test can refuse it)
-// and removed. Checked before any work, so that a run's steps or an evaluation are not lost to a
-// permission error at their first save. Throws std::invalid_argument "<flag> <given>: cannot
-// create files in <folder> (<reason>); ..." (`given`: the flag's value when `dir` is the folder of
-// a file it names; default `dir`).
+// will make it) lets this process create files there: a probe file (probe_file below) is
+// created (through io/file_ops.h, so a test can refuse it) and removed. Checked before any work, so
+// that a run's steps or an evaluation are not lost to a permission error at their first save.
+// Throws std::invalid_argument "<flag> <given>: cannot create files in <folder> (<reason>); ..."
+// (`given`: the flag's value when `dir` is the folder of a file it names; default `dir`).
 void require_writable_dir(const std::string& flag, const std::string& dir,
                           const std::string& given = "");
+
+// The probe require_writable_dir makes in `folder`: "<folder>/.mosgrad-probe.tmp.<pid>.<n>", named
+// as a save's temporary is, so that one a killed process left is a dead temporary
+// (io/atomic_file.h): a run folder holding nothing else still counts as empty.
+std::string probe_file(const std::string& folder, long long pid, uint64_t n);
 
 // require_writable_dir for the folder an output file goes in ("." for a bare name), the error
 // naming the file as given.

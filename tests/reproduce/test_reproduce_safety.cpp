@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "io/file_ops.h"
+#include "io/own_output.h"
 #include "io/run_lock.h"
 #include "lm/corpus.h"
 #include "lm/training_stop.h"
@@ -91,11 +92,16 @@ TEST(ReproduceFiles, ARunDirectoryItDidNotMakeIsRefusedAndKept) {
   fs::create_directories(dir);
   EXPECT_EQ(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }), "");
   // So does one holding only the temporary of a killed save (reproduce killed before its first
-  // rename there, the marker's); a live process's temporary is not that.
-  const std::string dead_tmp =
-      dir + "/" + kRunMarker + ".tmp." + std::to_string(mgtest::dead_pid()) + ".0";
+  // rename there, the marker's), or the probe of a process killed while it checked the folder
+  // takes files (io/own_output.h); a live process's temporary is not that.
+  const int dead_pid = mgtest::dead_pid();
+  const std::string dead_tmp = dir + "/" + kRunMarker + ".tmp." + std::to_string(dead_pid) + ".0";
   mgtest::write_bytes(dead_tmp, "plan quick, r");
   EXPECT_EQ(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }), "");
+  const std::string dead_probe = probe_file(dir, dead_pid, 0);
+  mgtest::write_bytes(dead_probe, "");
+  EXPECT_EQ(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }), "");
+  fs::remove(dead_probe);
   const std::string live_tmp = dir + "/" + kRunMarker + ".tmp.1.0";  // init never dies
   mgtest::write_bytes(live_tmp, "plan quick, r");
   EXPECT_HAS(error_of([&] { check_run_dir_is_ours(out, "quick", softmax, {}); }),

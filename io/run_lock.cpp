@@ -19,6 +19,8 @@ std::string RunLock::file_in(const std::string& dir) {
 
 namespace {
 
+constexpr int kTries = 100, kRetryMicroseconds = 5000;  // half a second in all
+
 // The line the holder wrote in the lock file ("process N (command), started ..."), from `fd`.
 std::string holder_line(int fd) {
   char holder[512] = {0};
@@ -57,8 +59,14 @@ RunLock::RunLock(const std::string& dir, const std::string& command, const std::
     throw std::runtime_error("cannot open the run directory's lock " + path + ": " +
                              std::strerror(errno) +
                              (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+  // Another process may be asking who holds the lock (holder(): a shared lock for an instant);
+  // a lock that is still taken after a moment is a run's.
+  for (int tries = 1; ::flock(fd_, LOCK_EX | LOCK_NB) != 0; ++tries) {
     const int err = errno;
+    if (err == EWOULDBLOCK && tries < kTries) {
+      ::usleep(kRetryMicroseconds);
+      continue;
+    }
     const std::runtime_error error = in_use(dir, holder_line(fd_), flag);
     ::close(fd_);
     fd_ = -1;

@@ -16,7 +16,8 @@ namespace mg {
 class RunLock {
  public:
   // Takes the lock on `dir` (which must exist) for this process, recording `command` (one line,
-  // e.g. "mosgrad train --save runs/x"). Throws std::runtime_error when another process holds it,
+  // e.g. "mosgrad train --save runs/x"). Throws std::runtime_error when another process holds it
+  // (still, half a second later: one asking holder() holds it for an instant),
   // naming that process and saying to choose another `flag` (the option that named `dir`), or
   // when the lock file cannot be opened.
   RunLock(const std::string& dir, const std::string& command, const std::string& flag = "--save");

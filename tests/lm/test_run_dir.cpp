@@ -1,10 +1,14 @@
 // The run directory is the user's result: one training at a time writes into it (a lock that names
 // the other process), a resumed run continues the same run (its defining flags cannot change), and
 // diverged weights, even finite ones, are never kept.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "io/checkpoint.h"
 #include "io/read_file.h"
@@ -27,6 +31,23 @@ TEST(RunDirectory, ASecondLockIsRefusedNamingTheHolder) {
   }
   EXPECT_EQ(mgtest::error_of([&] { RunLock again(dir.str(), "mosgrad train"); }),
             "");  // released with its holder
+}
+
+// Asking who holds a lock (RunLock::holder, as reproduce does before a stage) takes a shared lock
+// for an instant: a run that starts in that instant waits for it, and is not told the folder is
+// in use by whoever held it last.
+TEST(RunDirectory, ALockBeingAskedAboutIsTakenAMomentLater) {
+  const mgtest::TempDir dir;
+  { const RunLock earlier(dir.str(), "mosgrad train"); }  // the file is there, nobody holds it
+  const int asker = ::open(RunLock::file_in(dir.str()).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(asker, 0);
+  ASSERT_EQ(::flock(asker, LOCK_SH | LOCK_NB), 0);
+  std::thread done_asking([asker] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::close(asker);
+  });
+  EXPECT_EQ(mgtest::error_of([&] { RunLock lock(dir.str(), "mosgrad train"); }), "");
+  done_asking.join();
 }
 
 TEST(RunDirectory, ASymlinkAtTheLocksNameIsAnError) {

@@ -340,6 +340,14 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
         ++summary.stages_skipped;
         continue;
       }
+      // Ctrl-C between two stages stops before the next one; one that comes during the last stage
+      // has nothing left to stop, and the plan is complete. (One asked before this call's first
+      // stage is left to that stage: a training stage stops at its first step, with a checkpoint.)
+      if (summary.stages_run > 0 && training_stop_requested()) {
+        summary.interrupted = true;
+        say("stopped before " + run.name() + " " + stage + "; run the same command to continue");
+        return summary;
+      }
       say(run.name() + ": " + stage + " ...");
       const auto start = Clock::now();
       const double cpu_start = process_cpu_seconds();
@@ -366,11 +374,6 @@ ReproduceSummary run_reproduce(const ReproduceOptions& options, ProgressDisplay*
       write_report(c.out, c.plan);
       ++summary.stages_run;
       say(run.name() + ": " + stage + strf(" done in %.0f s", wall));
-      if (training_stop_requested()) {
-        summary.interrupted = true;
-        say("stopped after " + run.name() + " " + stage + "; run the same command to continue");
-        return summary;
-      }
     }
   }
   write_report(c.out, c.plan);

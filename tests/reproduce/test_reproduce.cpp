@@ -150,6 +150,20 @@ TEST(Reproduce, AStopInATrainingStageContinuesExactly) {
       EXPECT_EQ(find_record(a, "mos-s1", stage)->number(key),
                 find_record(b, "mos-s1", stage)->number(key))
           << stage << " " << key << ": a resumed plan gives the same numbers";
+
+  // A stop asked while a stage that does not heed it runs (an evaluation; here asked before it)
+  // stops the plan before the next stage; one asked while the last stage runs leaves nothing to
+  // continue: the plan is complete, not "stopped".
+  std::string lines = read_file(results_path(stopped), "results");
+  for (int i = 0; i < 2; ++i) lines.erase(lines.rfind('\n', lines.size() - 2) + 1);
+  mgtest::write_bytes(results_path(stopped), lines);  // without pointer's and rank's lines
+  for (const bool last : {false, true}) {
+    request_training_stop();
+    const ReproduceSummary r = run_quick(stopped, {"mos-s1"});
+    clear_training_stop();
+    EXPECT_EQ(r.stages_run, 1) << (last ? "rank" : "pointer") << " ran alone";
+    EXPECT_EQ(r.interrupted, !last);
+  }
 }
 
 // More seeds than the plan lists: `--runs softmax-s2` trains a further seed of one of the plan's

@@ -20,10 +20,10 @@ namespace mg {
 
 namespace {
 
-// "<path>.tmp.<pid>.<n>": unique among live processes (the pid) and within this one (n).
+// A name unique among live processes (the pid) and within this one (n).
 std::string unique_tmp_path(const std::string& path) {
   static std::atomic<uint64_t> counter{0};
-  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+  return temporary_name(path, ::getpid(), counter++);
 }
 
 // Parses ".<pid>.<n>" (the part of a temporary's name after "<file>.tmp"); false when `rest` is
@@ -69,6 +69,10 @@ void remove_leftover_temporaries(const std::string& path) noexcept {
 }
 
 }  // namespace
+
+std::string temporary_name(const std::string& path, long long pid, uint64_t n) {
+  return path + ".tmp." + std::to_string(pid) + "." + std::to_string(n);
+}
 
 bool is_dead_temporary(const std::string& path) {
   const std::string name = fs::path(path).filename().string();

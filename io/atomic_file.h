@@ -51,6 +51,10 @@ class AtomicFileWriter {
   std::FILE* file_ = nullptr;
 };
 
+// "<path>.tmp.<pid>.<n>": the name of the n-th temporary process `pid` makes for `path`, the one
+// form is_dead_temporary and the leftover cleanup recognise.
+std::string temporary_name(const std::string& path, long long pid, uint64_t n);
+
 // Whether `path` is a regular file named "<file>.tmp.<pid>.<n>" whose process no longer exists: a
 // temporary a save left when it died, which the next save of <file> removes.
 bool is_dead_temporary(const std::string& path);

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "io/atomic_file.h"
 #include "io/file_ops.h"
 
 namespace mg {
@@ -46,9 +47,7 @@ void require_own_output(const std::string& command, const std::string& flag,
 }
 
 std::string probe_file(const std::string& folder, long long pid, uint64_t n) {
-  return (fs::path(folder) /
-          (".mosgrad-probe.tmp." + std::to_string(pid) + "." + std::to_string(n)))
-      .string();
+  return temporary_name((fs::path(folder) / ".mosgrad-probe").string(), pid, n);
 }
 
 void require_writable_dir(const std::string& flag, const std::string& dir,

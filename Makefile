@@ -33,8 +33,11 @@ MODE     ?= release
 ARCH     ?= -march=native
 # The build tree: every C++ file's object, and the plain programs. TREE=DIR builds another one
 # (another ARCH for another machine; the mutation tests' private copy) for the programs named in
-# it (make TREE=build/dev build/dev/mosgrad); test, check and the other targets use build/<mode>.
+# it (make TREE=build/dev build/dev/mosgrad); test, check and the other targets use build/<mode>
+# (their inner makes are not given TREE).
 TREE     ?= build/$(MODE)
+override TREE := $(patsubst %/,%,$(TREE))
+MAKEOVERRIDES := $(filter-out TREE=%,$(MAKEOVERRIDES))
 ifeq ($(origin BUILD),command line)
   $(error BUILD=$(BUILD) is not a setting: TREE=DIR builds another tree (programs in DIR, DIR-cuda, DIR-mpi))
 endif
@@ -165,7 +168,7 @@ TESTS_AS_LIBRARY := $(OBJ)/tests/tensor/test_vec_math.o \
 $(TESTS_AS_LIBRARY): private TEST_CXXFLAGS := $(CXXFLAGS)
 $(TESTS_AS_LIBRARY): private TEST_PCH :=
 
-.PHONY: mpi-check all test check check-lists check-fast check-slow check-gdb check-course check-cuda check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
+.PHONY: FORCE mpi-check all test check check-lists check-fast check-slow check-gdb check-course check-cuda check-layers debug asan bench clean data run fuzz fuzz-seeds mutate student grade course-check
 all: $(LIB) $(if $(TOOL_SRCS),$(MOSGRAD))
 
 $(OBJ)/%.o: %.cpp $(FLAGS_STAMP)
@@ -182,14 +185,14 @@ SOURCE_COMMIT := $(shell [ "$$(git -C '$(CURDIR)' rev-parse --show-toplevel 2>/d
   '$(CURDIR)' ] && c=$$(git -C '$(CURDIR)' rev-parse --short=12 HEAD 2>/dev/null) && if git --no-optional-locks -C '$(CURDIR)' status --porcelain --untracked-files=no 2>/dev/null | \
   grep -q .; then echo "$$c+dirty"; else echo "$$c"; fi)
 COMMIT_STAMP  := $(OBJ)/source_commit
-.PHONY: FORCE
 $(COMMIT_STAMP): FORCE
 	@mkdir -p $(dir $@) && { [ "$$(cat $@ 2>/dev/null)" = "$(SOURCE_COMMIT)" ] || echo "$(SOURCE_COMMIT)" > $@; }
-# Likewise the compiler and flags the tree's objects are built with: a build with others (another
-# ARCH or CXX in the same TREE) rebuilds every object rather than link two kinds together.
-TREE_FLAGS    := $(CXX) $(CXXFLAGS)
-$(FLAGS_STAMP): FORCE
-	@mkdir -p $(dir $@) && { [ "$$(cat $@ 2>/dev/null)" = '$(TREE_FLAGS)' ] || echo '$(TREE_FLAGS)' > $@; }
+# Likewise the compiler and flags a tree's objects are built with: a build with others (another
+# ARCH, CXX or CUDA_ARCH in the same TREE) rebuilds every object rather than link two kinds together.
+$(FLAGS_STAMP): STAMPED := $(CXX) $(CXXFLAGS)
+$(CUDA_OBJ)/compile_flags: STAMPED := $(NVCC) $(NVCCFLAGS)
+%/compile_flags: FORCE
+	@mkdir -p $(dir $@) && { [ "$$(cat $@ 2>/dev/null)" = '$(STAMPED)' ] || echo '$(STAMPED)' > $@; }
 $(OBJ)/reproduce/provenance.o: $(COMMIT_STAMP)
 $(OBJ)/reproduce/provenance.o: CXXFLAGS += -DMOSGRAD_COMMIT=\"$(or $(SOURCE_COMMIT),unknown)\"
 
@@ -206,7 +209,7 @@ $(OBJ)/tests/%.o: tests/%.cpp $(FLAGS_STAMP) $(if $(TEST_PCH),$(TEST_PCH).gch)
 	@mkdir -p $(dir $@)
 	$(CXX) $(TEST_CXXFLAGS) $(if $(TEST_PCH),-include $(TEST_PCH)) -c $< -o $@
 
-$(CUDA_OBJ)/%.o: %.cu
+$(CUDA_OBJ)/%.o: %.cu $(CUDA_OBJ)/compile_flags
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 

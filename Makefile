@@ -4,7 +4,7 @@
 #   make test       the fast tier (a few minutes from a fresh clone): check the layers, build the
 #                   optimized tree, run every test but the slow and gdb tiers below
 #   make check      everything CI runs (.ci/run), tier by tier (docs/testing.md):
-#                     check-fast    make test
+#                     check-lists   tools/mutations.txt still matches the code; check-fast: make test
 #                     check-slow    the tests that train on PTB or run whole plans
 #                     check-gdb     the debug tree, then the gdb walkthrough and pretty-printer tests
 #                     check-course  the grader (100 of 100), the student tree, the lab pages' figures
@@ -229,8 +229,8 @@ $(BUILD)/cuda_tests: $(CUDA_TEST_SRCS:%.cpp=$(OBJ)/%.o) $(LIB_OBJS)
 $(MOSGRAD): $(TOOL_SRCS:%.cpp=$(OBJ)/%.o) $(LIB)
 	$(LINK) $^ -o $@ $(LDFLAGS)
 
-# Each bench/NAME.cpp is its own program build/release/bench/NAME; bench/run.sh runs them all
-# (and the PyTorch peers when torch is importable) and prints one table.
+# Each bench/NAME.cpp is its own program build/release/bench/NAME; bench/run.sh runs the CPU ones
+# but bench_spectrum (and the PyTorch peers when torch is importable) and prints one table.
 $(BUILD)/bench/%: $(OBJ)/bench/%.o $(LIB)
 	$(LINK) $^ -o $@ $(LDFLAGS)
 

@@ -200,7 +200,7 @@ echo "bench: --log-stats" >&2
   printf '\n## Training-health statistics (`--log-stats`)\n\n'
   build/release/bench/bench_health --threads "$THREADS" --preset small-mos || echo "bench: bench_health failed" >&2
 } | tee -a bench/RESULTS.md
-# What `mosgrad rank` costs over all of PTB valid (bench/bench_svd.cpp, #25's target: 5 minutes in
+# What `mosgrad rank` costs over all of PTB valid (bench/bench_svd.cpp, target: 5 minutes in
 # all): one fold of 20,000 contexts into the 10,000 x 10,000 factor, its reduction to bidiagonal
 # form and the values, and the projection to 73,750 contexts (about 2.5 minutes to run).
 echo "bench: rank's singular values" >&2

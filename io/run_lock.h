@@ -1,5 +1,6 @@
 // A lock on a run directory, so two trainings never write into one --save: the second is refused
-// at once with the other's process id, start time and command line, instead of the two
+// (after at most half a second, the time a process that only asks who holds it may take) with the
+// other's process id, start time and command line, instead of the two
 // overwriting each other's checkpoints (and the loser blaming a full disk).
 //
 // How: flock(2) on "<dir>/mosgrad.lock", which the holder fills with a line describing itself.

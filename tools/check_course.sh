@@ -4,7 +4,8 @@
 #   2. the student tree (`make student`, written outside the checkout) builds what grading needs,
 #      and each of its tasks fails with its "not implemented yet" message, nothing crashing;
 #   3. every command of the lab pages runs and prints the figures the pages show.
-# Needs PTB for 3 ($MOSGRAD_DATA, else ../shared/data/ptb). About five minutes on 2 cores.
+# Needs PTB for 3 ($MOSGRAD_DATA, else ../shared/data/ptb). Its time is check-course's in
+# docs/testing/timings.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 JOBS=${JOBS:-$(nproc)}

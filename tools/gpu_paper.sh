@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
-# One run of the `paper` plan on a GPU for as long as one call to a lent machine allows
-# (docs/reproduction.md, "The `paper` plan on a lent GPU"): `mosgrad reproduce --plan paper --runs $RUN
+# One run of the `paper` plan on a GPU for a time budget
+# (docs/reproduction.md, "The `paper` plan on a GPU for a few minutes"): `mosgrad reproduce --plan paper --runs $RUN
 # --device cuda` under a time budget, stopped by SIGINT (its checkpoint saved, so a later call with the
 # same PAPER_DIR continues it), then the small files copied to DEST and the validation perplexity
 # per epoch printed beside the MoS reference's (github.com/zihangdai/mos/issues/12: valid 65.3 near epoch 97).
-# The checkpoint (~180 MB for mos-paper) stays in PAPER_DIR: a lent machine returns at most 64 MiB.
+# The checkpoint (~180 MB for mos-paper) stays in PAPER_DIR: only the small files are copied.
 # Relative paths below are taken from the checkout's root (the script cds there).
 #   RUN        the plan's run (default mos-s1; softmax-s1 is the other). Two runs at once need two
 #              PAPER_DIRs and DESTs (reproduce refuses a second process on one folder)
 #   BIN        folder holding mosgrad built with `make CUDA=1` (default build/release-cuda)
 #   MOSGRAD_DATA  Penn Treebank folder (unset: mosgrad's own search, data/ptb then ../shared/data/ptb)
-#   BUDGET     seconds before the SIGINT (default 480: a 600-second call keeps time to copy)
+#   BUDGET     seconds before the SIGINT (default 480: a 600-second session keeps time to copy)
 #   PAPER_DIR  the plan's --out (default build/paper)
-#   DEST       where the small files go (default $OUT, the device tool's folder, else build/paper-out)
+#   DEST       where the small files go (default $OUT when set, else build/paper-out)
 #   DEVICE     --device (default cuda; cpu checks this script's plumbing on any machine)
 set -uo pipefail
 cd "$(dirname "$0")/.."

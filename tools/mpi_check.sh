@@ -11,7 +11,8 @@
 #      the uninterrupted run;
 #   3. the refusals: -np 3 for 4 groups, --device cuda with 2 processes, a batch the groups do not
 #      divide; each names the values, before any work.
-# Prints one line per check and exits 1 at the first failure. Takes about 2 minutes on 2 cores.
+# Prints one line per check and exits 1 at the first failure. Its time is mpi-check's in
+# docs/testing/timings.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

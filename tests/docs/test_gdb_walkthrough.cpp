@@ -1,4 +1,4 @@
-// The gdb walkthroughs in README.md and docs/gdb.md, run as written: every `(gdb)` line of every
+// The gdb walkthroughs in docs/debugging.md and docs/gdb.md, run as written: every `(gdb)` line of every
 // session goes to gdb in batch mode on the debug build (build/debug/run_tests, build/debug/mosgrad,
 // which `make check-gdb` builds), and the lines shown under each command must appear in what gdb and the
 // program print for it, in that order. So a renamed function, a moved breakpoint or a changed

@@ -344,7 +344,7 @@ PY
 # Every `$ ` command of the lab pages' ```console blocks runs, in page order, in a scratch directory
 # (with build/ linked in), and every line printed under it in the page must appear in its output
 # (spaces collapsed): the deliverables a teaching assistant compares with stay true. Needs this
-# tree built (make) and PTB ($MOSGRAD_DATA, else ../shared/data/ptb). About two minutes.
+# tree built (make) and PTB ($MOSGRAD_DATA, else ../shared/data/ptb).
 figures() {
   local work page cmd expect out n=0 bad=0
   [[ -x $ROOT/build/release/mosgrad ]] || die "build/release/mosgrad is missing: run make first"

@@ -28,8 +28,7 @@
 #
 # Speed: one copy, build/course-check (the tree `check` regenerates lab by lab, so after `check`
 # only a few files recompile). A bug costs one compile of its file, one link and one grading:
-# restoring the file puts back the object built from it too, so nothing recompiles then. About 4
-# minutes on 2 cores once the copy is built.
+# restoring the file puts back the object built from it too, so nothing recompiles then.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)

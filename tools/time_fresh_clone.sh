@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Times what a newcomer and CI wait for: `make test` in a fresh clone, then `.ci/run` in another
-# fresh clone, both of this checkout's committed HEAD (uncommitted changes are not in a clone), and
-# appends one row to docs/testing/timings.md stamped with the CPU, the date and the commit.
+# Times what a newcomer, a student and CI wait for: `make test` in a fresh clone; a student's first
+# `make grade` in a student tree written from it (`make student`; every task still to do), then a
+# second one; then `.ci/run` in another fresh clone. All of this checkout's committed HEAD
+# (uncommitted changes are not in a clone). Appends one row to docs/testing/timings.md stamped with
+# the CPU, the date and the commit.
 #
 #   tools/time_fresh_clone.sh [--test-only] [--out FILE]
 #
@@ -54,7 +56,24 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/mosgrad-clone.XXXXXX")
 echo "time_fresh_clone: $commit on $machine; clones in $work"
 test_s=$(timed "$work/test" make test)
 echo "time_fresh_clone: make test: $(fmt "$test_s")"
-rm -rf "$work/test"
+# graded DIR: seconds of `make grade` there. Its tasks fail (a student tree, nothing written yet),
+# so the grade's own last line, its score, tells a grade that ran from one that did not build.
+graded() {
+  local start end
+  start=$(date +%s)
+  (cd "$1" && make grade) >"$1.grade.log" 2>&1 || true
+  end=$(date +%s)
+  if ! grep -q '^score: [0-9]* of [0-9]*$' "$1.grade.log"; then
+    echo "time_fresh_clone: make grade did not grade in $1 (log: $1.grade.log)" >&2
+    tail -30 "$1.grade.log" >&2
+    return 1
+  fi
+  echo $((end - start))
+}
+make -C "$work/test" --no-print-directory student OUT="$work/student" >/dev/null
+grade_s=$(graded "$work/student") regrade_s=$(graded "$work/student")
+echo "time_fresh_clone: a student's first make grade: $(fmt "$grade_s"), the next $(fmt "$regrade_s")"
+rm -rf "$work/test" "$work/student" "$work/student.grade.log"
 ci="–" tiers="–"
 if [ $test_only = 0 ]; then
   ci_s=$(timed "$work/ci" .ci/run)
@@ -68,14 +87,14 @@ rm -rf "$work"
 mkdir -p "$(dirname "$OUT")"
 if [ ! -f "$OUT" ]; then
   {
-    echo "# Fresh-clone timings: \`make test\` and \`.ci/run\`"
+    echo "# Fresh-clone timings: \`make test\`, \`.ci/run\` and a student's \`make grade\`"
     echo
     echo "Rows appended by \`tools/time_fresh_clone.sh\` (docs/testing.md), one per run; compare rows"
     echo "of one CPU kind only. The tiers' seconds are \`make check\`'s (build/check-times.txt)."
     echo
-    echo "| machine | date | commit | \`make test\` | \`.ci/run\` | tiers (s) |"
-    echo "|---|---|---|---|---|---|"
+    echo "| machine | date | commit | \`make test\` | \`.ci/run\` | tiers (s) | first \`make grade\`, next |"
+    echo "|---|---|---|---|---|---|---|"
   } >"$OUT"
 fi
-echo "| $machine | $(date -u +%Y-%m-%d) | $commit | $(fmt "$test_s") | $ci | $tiers |" >>"$OUT"
+echo "| $machine | $(date -u +%Y-%m-%d) | $commit | $(fmt "$test_s") | $ci | $tiers | $(fmt "$grade_s"), $(fmt "$regrade_s") |" >>"$OUT"
 echo "time_fresh_clone: appended to $OUT"

@@ -28,6 +28,7 @@
 #include "lm/metrics.h"
 #include "lm/model_io.h"
 #include "lm/optim.h"
+#include "lm/recipe_rules.h"
 #include "lm/run_checks.h"
 #include "lm/run_record.h"
 #include "lm/train_run.h"
@@ -138,8 +139,17 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     return result;
   }
 
+  // A finetune ends when validation stops improving (nt_asgd), an end no flag records: a resume
+  // of a finished finetune reads it from the validation history and trains no further epoch.
+  const std::vector<double>& vh = st.val_history;
+  const bool finished = finetune && cfg.resume && st.batch_pos == 0 && !vh.empty() &&
+                        non_monotone({vh.begin(), vh.end() - 1}, vh.back(), cfg.nonmono);
+  if (finished)
+    say("nothing to do: the finetune in " + files.state + " finished after epoch " +
+        std::to_string(st.epoch - 1) + " (validation stopped improving)");
   const int64_t first_epoch = st.epoch;
-  while (st.epoch <= cfg.epochs) {
+  result.epochs_done = st.epoch - 1;
+  while (!finished && st.epoch <= cfg.epochs) {
     model.train();
     const auto epoch_start = TrainClock::now();
     LogInterval interval;

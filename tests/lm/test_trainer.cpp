@@ -152,6 +152,27 @@ TEST(Trainer, AFinetuneStoppedAnywhereResumesFromItsStart) {
             read_file(cfg.save + "/best.ckpt", "model"));
 }
 
+// A finetune ends when validation stops improving, which no flag records: resumed after that end
+// (reproduce rerun after a kill before its results line), it trains no further epoch, and its
+// records and best model stay as they were.
+TEST(Trainer, AFinishedFinetuneResumedTrainsNoFurtherEpoch) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("finetune_finished"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("finetune_finished"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  cfg.epochs = 40, cfg.nonmono = 0, cfg.lr = 10;  // ends at the first epoch worse than the best
+  const TrainResult tuned = train_lm(cfg, corpus, {}, true);
+  ASSERT_LT(tuned.epochs_done, cfg.epochs) << "the finetune ran to its epoch cap";
+  const std::string metrics = read_file(cfg.save + "/metrics.jsonl", "metrics");
+  const std::string best = read_file(cfg.save + "/best.ckpt", "model");
+  cfg.resume = true;
+  const TrainResult resumed = train_lm(cfg, corpus, {}, true);
+  EXPECT_EQ(resumed.steps, tuned.steps);
+  EXPECT_EQ(resumed.epochs_done, tuned.epochs_done);
+  EXPECT_EQ(read_file(cfg.save + "/metrics.jsonl", "metrics"), metrics);
+  EXPECT_EQ(read_file(cfg.save + "/best.ckpt", "model"), best);
+}
+
 TEST(Trainer, SafetensorsRoundTripGivesTheSameLogProbs) {
   ModelConfig mc;
   mc.ntoken = 17, mc.emsize = 6, mc.nhid = 7, mc.nhidlast = 5, mc.nlayers = 2, mc.n_experts = 3,

@@ -53,12 +53,21 @@ std::string probe_file(const std::string& folder, long long pid, uint64_t n) {
 void require_writable_dir(const std::string& flag, const std::string& dir,
                           const std::string& given) {
   std::error_code ec;
+  const std::string named = flag + " " + (given.empty() ? dir : given);
   fs::path folder = dir.empty() ? fs::path(".") : fs::path(dir);
-  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder)
+  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder) {
+    // A link to nothing: the folder mosgrad would make there cannot be made (found out only when
+    // the work is done, by the save).
+    if (fs::is_symlink(fs::symlink_status(folder, ec)))
+      throw std::invalid_argument(named + ": " + folder.string() + " is a symlink to " +
+                                  fs::read_symlink(folder, ec).string() +
+                                  ", which does not exist; create what it names, or choose "
+                                  "another " +
+                                  flag);
     folder = folder.parent_path();
+  }
   if (!fs::exists(folder, ec)) folder = ".";  // a relative path none of whose folders exist yet
-  const std::string where =
-      flag + " " + (given.empty() ? dir : given) + ": cannot create files in " + folder.string();
+  const std::string where = named + ": cannot create files in " + folder.string();
   if (!fs::is_directory(folder, ec))
     throw std::invalid_argument(where + " (it is a file, not a folder); choose another " + flag);
   // A name no other probe has: a probe left by a process killed mid-check (whose pid may come
@@ -83,6 +92,12 @@ void require_writable_dir(const std::string& flag, const std::string& dir,
 void require_writable_folder_of(const std::string& flag, const std::string& file) {
   const std::string parent = fs::path(file).parent_path().string();
   require_writable_dir(flag, parent.empty() ? "." : parent, file);
+  // A file's folder is not made for it (as a run's or rank's --out folder is): a missing one is
+  // named now, not after the model was loaded or built.
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec))
+    throw std::invalid_argument(flag + " " + file + ": the folder " + parent +
+                                " does not exist; create it, or choose another " + flag);
 }
 
 bool first_line_is(const std::string& path, const std::string& first_line) {

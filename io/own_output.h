@@ -24,7 +24,9 @@ void require_own_output(const std::string& command, const std::string& flag,
 // created (through io/file_ops.h, so a test can refuse it) and removed. Checked before any work, so
 // that a run's steps or an evaluation are not lost to a permission error at their first save.
 // Throws std::invalid_argument "<flag> <given>: cannot create files in <folder> (<reason>); ..."
-// (`given`: the flag's value when `dir` is the folder of a file it names; default `dir`).
+// (`given`: the flag's value when `dir` is the folder of a file it names; default `dir`), or, when
+// the path leads through a symlink to nothing, "<flag> <given>: <link> is a symlink to <target>,
+// which does not exist; ...".
 void require_writable_dir(const std::string& flag, const std::string& dir,
                           const std::string& given = "");
 
@@ -34,7 +36,7 @@ void require_writable_dir(const std::string& flag, const std::string& dir,
 std::string probe_file(const std::string& folder, long long pid, uint64_t n);
 
 // require_writable_dir for the folder an output file goes in ("." for a bare name), the error
-// naming the file as given.
+// naming the file as given; that folder must exist (a file's folder is not made for it).
 void require_writable_folder_of(const std::string& flag, const std::string& file);
 
 // For text outputs: the file's first line is `first_line` (a CSV's header, a DOT graph's opening).

@@ -184,6 +184,33 @@ TEST(Outputs, AFolderThatTakesNoFilesIsRefusedBeforeAnyWork) {
       "it is a file, not a folder");
 }
 
+// An output folder that is a symlink to nothing, or an output file whose folder does not exist,
+// failed only at the save, after rank's, bottleneck-demo's or export's work: named before it.
+TEST(Outputs, AnOutputThatCannotBeMadeThereIsNamedBeforeAnyWork) {
+  Files f;
+  const std::string link = f.dir.file("gone");
+  fs::create_symlink(f.dir.file("nowhere"), link);
+  for (const std::vector<std::string>& words :
+       {std::vector<std::string>{"rank", "--model", f.model, "--data", f.data, "--out", link},
+        {"bottleneck-demo", "--out", link + "/demo"},
+        {"export", "--model", f.model, "--out", link + "/m.safetensors"}})
+    EXPECT_HAS(error_of_command(words), "--out " + words.back() + ": " + link +
+                                            " is a symlink to " + f.dir.file("nowhere") +
+                                            ", which does not exist");
+  TrainConfig cfg = mgtest::small_config(f.data, link + "/run");
+  EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(cfg, load_corpus(f.data)); }),
+             "--save " + cfg.save + ": " + link + " is a symlink to");
+  EXPECT_FALSE(fs::exists(f.dir.file("nowhere")));
+  const std::string missing = f.dir.file("no/such");
+  for (const std::vector<std::string>& words :
+       {std::vector<std::string>{"export", "--model", f.model, "--out", missing + "/m.safetensors"},
+        {"import", "--in", f.dir.file("x.safetensors"), "--out", missing + "/m.ckpt"},
+        {"graph", "--preset", "tiny", "--out", missing + "/g.dot"}})
+    EXPECT_HAS(error_of_command(words),
+               "--out " + words.back() + ": the folder " + missing + " does not exist");
+  EXPECT_FALSE(fs::exists(f.dir.file("no")));
+}
+
 // import once wrote a checkpoint no command could use from a file without its words.
 TEST(Outputs, ImportRefusesAModelWithoutItsVocabulary) {
   Files f;

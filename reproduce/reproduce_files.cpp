@@ -64,10 +64,14 @@ void check_run_dir_is_ours(const std::string& out, const std::string& plan, cons
                            const std::vector<StageRecord>& records) {
   const std::string dir = out + "/runs/" + run.name();
   std::error_code ec;
-  const fs::file_status st = fs::symlink_status(dir, ec);
-  if (!fs::exists(st)) return;
   const std::string away =
       ": move it away (or choose another --out) and run the same command again";
+  // The runs' folder itself: a link there would take every run out of --out.
+  if (fs::is_symlink(fs::symlink_status(out + "/runs", ec)))
+    throw std::runtime_error(
+        out + "/runs is a symlink, and reproduce writes its runs only inside " + out + away);
+  const fs::file_status st = fs::symlink_status(dir, ec);
+  if (!fs::exists(st)) return;
   if (fs::is_symlink(st) || !fs::is_directory(st))
     throw std::runtime_error(dir + " is " + (fs::is_symlink(st) ? "a symlink" : "not a directory") +
                              ", and reproduce writes run " + run.name() +

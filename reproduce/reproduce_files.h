@@ -28,8 +28,8 @@ bool run_dir_made_here(const std::string& dir, const std::string& plan, const Pl
 // Before any work, and again before each training stage (a user's own run may have been started
 // there since), for a run reproduce is about to run: DIR/runs/<run> is absent, an empty directory
 // (or one holding only the temporaries of a killed save), or proven as above. Anything else (a
-// symlink, a file, a user's own run, another plan's run) throws std::runtime_error naming it and
-// the ways on.
+// symlink, a file, a user's own run, another plan's run; DIR/runs a symlink) throws
+// std::runtime_error naming it and the ways on.
 void check_run_dir_is_ours(const std::string& out, const std::string& plan, const PlanRun& run,
                            const std::vector<StageRecord>& records);
 

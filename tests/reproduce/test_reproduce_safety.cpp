@@ -86,6 +86,13 @@ TEST(ReproduceFiles, ARunDirectoryItDidNotMakeIsRefusedAndKept) {
   fs::create_directory_symlink(out + "/elsewhere", dir);
   EXPECT_HAS(refusal(quick(out, {"softmax-s1"})), dir + " is a symlink");
   fs::remove(dir);
+  // So is the runs' folder itself: through it, every run would go out of --out.
+  fs::rename(out + "/runs", out + "/runs_kept");
+  fs::create_directory_symlink(out + "/elsewhere", out + "/runs");
+  EXPECT_HAS(refusal(quick(out, {"softmax-s1"})), out + "/runs is a symlink");
+  EXPECT_TRUE(fs::is_empty(out + "/elsewhere"));
+  fs::remove(out + "/runs");
+  fs::rename(out + "/runs_kept", out + "/runs");
 
   // What proves a directory reproduce's: its marker, the precision file of a directory made
   // before the marker, a line of the run in results.jsonl; an empty one holds nothing to lose.

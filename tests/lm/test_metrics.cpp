@@ -164,6 +164,26 @@ TEST(Metrics, WriterAppendsOnReopen) {
   EXPECT_EQ(num_field(lines[1], "step"), 400);
 }
 
+// A run folder copied with hard links (cp -al) shares its metrics file with the original: the
+// resumed copy's lines go into its own file only, the original's history stays as it was.
+TEST(Metrics, AResumedCopyMadeWithHardLinksAppendsToItsOwnFile) {
+  MetricsDir d;
+  const std::string original = d.file("metrics.jsonl"), copy = d.file("copy.jsonl");
+  { mg::MetricsWriter(original).write(interval(1, 200, 1327, 140000, 5.12, 52.8)); }
+  std::filesystem::create_hard_link(original, copy);
+  const std::string before = read_all(original);
+  {
+    mg::MetricsWriter w(copy);
+    w.write(interval(1, 400, 1327, 280000, 5.0, 105.0));
+  }
+  EXPECT_EQ(read_all(original), before);
+  EXPECT_EQ(std::filesystem::hard_link_count(original), 1u);
+  const auto lines = lines_of(read_all(copy));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(num_field(lines[0], "step"), 200);
+  EXPECT_EQ(num_field(lines[1], "step"), 400);
+}
+
 TEST(Metrics, WriterNonFiniteIsNullAndErrorsNameTheFile) {
   MetricsDir d;
   const std::string path = d.file("metrics.jsonl");

@@ -56,6 +56,8 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   const RunFiles& files = run.files;
   const bool writes_files = run.writes_files;
   const auto& say = run.say;
+  const std::string corpus_id =
+      corpus_fingerprint(corpus);  // saved with the state; --resume checks it
   // A folder another run holds is named as busy before its files are judged (they change under
   // it); decided by all processes together, so none of an MPI job goes on to judge them.
   const std::string holder = writes_files ? RunLock::holder(cfg.save) : "";
@@ -106,7 +108,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       // A finetune's state, before its first epoch may replace best.ckpt: killed between a new
       // best.ckpt and its finetune.ckpt, it resumes from here, instead of a fresh finetune taking
       // that finetuned best.ckpt for the trained model it started from.
-      if (finetune) save_state(files.state, cfg, model, run, corpus.vocab);
+      if (finetune) save_state(files.state, cfg, model, run, corpus.vocab, corpus_id);
     }
   }
   MetricsWriter metrics(writes_files ? files.metrics : "");
@@ -206,7 +208,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
       const std::string reason = agreed_stop_reason(cfg, st, elapsed());
       if (reason.empty()) continue;
       st.elapsed_s = elapsed();
-      if (writes_files) save_state(files.state, cfg, model, run, corpus.vocab);
+      if (writes_files) save_state(files.state, cfg, model, run, corpus.vocab, corpus_id);
       result.stopped = true, result.stop_reason = reason, result.steps = st.step;
       if (reason != kInterruptedReason)  // a budget stop validates; an interrupted run ends now
         result.final_val_loss = validate_at_stop(run, metrics, elapsed());
@@ -230,7 +232,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
     result.epochs_done = st.epoch;
     st = next_epoch(st), st.elapsed_s = elapsed();
     hidden = model.init_hidden(cfg.batch_size);
-    if (writes_files) save_state(files.state, cfg, model, run, corpus.vocab);
+    if (writes_files) save_state(files.state, cfg, model, run, corpus.vocab, corpus_id);
     redraw_curves();
     if (done) break;
   }

@@ -127,7 +127,7 @@ std::string join_doubles(const std::vector<double>& v) {
 }
 
 void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model,
-                const Progress& progress, const Vocab& vocab) {
+                const Progress& progress, const Vocab& vocab, const std::string& corpus_id) {
   const Optimizer& opt = *progress.opt;
   const TrainState& st = progress.st;
   const Hidden& hidden = progress.hidden;
@@ -160,6 +160,7 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
   std::string words;
   for (const std::string& w : vocab.words()) words += w + "\n";
   s["vocab"] = words;
+  if (!corpus_id.empty()) s["corpus"] = corpus_id;
   save_checkpoint(path, tensors, s);
 }
 
@@ -181,6 +182,14 @@ void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& c
   std::istringstream words(ck.string("vocab"));
   for (std::string w; std::getline(words, w);) trained.add(w);
   check_same_vocab(corpus.vocab, trained, state_path);
+  // The same words in another text (another $MOSGRAD_DATA, an edited train file): every batch
+  // would differ from the stopped run's, and the resume would not continue it.
+  if (ck.has_string("corpus") && ck.string("corpus") != corpus_fingerprint(corpus))
+    throw std::invalid_argument("--resume: the run in " + state_path + " trains on " +
+                                ck.string("corpus") + ", and the corpus in " + corpus.dir + " is " +
+                                corpus_fingerprint(corpus) +
+                                ": resume it with the corpus it was made with, or start a new run "
+                                "with another --save");
   load_parameters(model, ck.tensors, "model.", state_path);
   constexpr int64_t kBig = int64_t{1} << 62;
   st.epoch = int_field(ck, "epoch", 1, kBig), st.batch_pos = int_field(ck, "batch_pos", 0, kBig);

@@ -46,13 +46,15 @@ struct Progress {
 
 // Writes the whole state to `path` (atomically): parameters "model.*", optimizer state "optim.*",
 // hidden state "hidden.<l>.h/c", the config (TrainConfig::to_map), counters, RNG states,
-// vocabulary.
+// vocabulary, and the corpus it trains on (corpus_fingerprint), when given.
 void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel& model,
-                const Progress& progress, const Vocab& vocab);
+                const Progress& progress, const Vocab& vocab, const std::string& corpus_id = "");
 
 // The mirror of save_state: the model's weights and all of `progress` (its optimizer rebuilt as
 // the checkpoint's kind; its hidden state must already have this model's shapes, which the file's
-// must match). Refuses a checkpoint of another vocabulary, and flags that define the run (model,
+// must match). Refuses a checkpoint of another vocabulary or of another corpus (its fingerprint,
+// when the checkpoint has one: the same words in another text would not continue exactly), and
+// flags that define the run (model,
 // --optimizer, --batch_size, --max_train_tokens) that differ from the checkpoint's. Every field is
 // checked: a damaged or crafted one (with a valid CRC) is an error naming the file and the field.
 // The second form takes the checkpoint already read (the fuzz target's way in).

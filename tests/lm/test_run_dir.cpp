@@ -125,9 +125,26 @@ TEST(RunDirectory, ResumeRefusesFlagsThatDefineTheRun) {
   batch.batch_size += 1;
   EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(batch, corpus); }),
              "--batch_size");
-  TrainConfig lower_lr = cfg;  // a flag that may change on the way
+  // The same words in another text (its training file grown by lines of its own): every batch
+  // would differ, so the run would not continue. The same text in another folder is the corpus.
+  const std::string grown = mgtest::temp_dir("resume_flags_grown"),
+                    moved = mgtest::temp_dir("resume_flags_moved");
+  for (const char* split : {"train", "valid", "test"})
+    for (const std::string& dir : {grown, moved})
+      std::filesystem::copy_file(corpus.dir + "/ptb." + split + ".txt",
+                                 dir + "/ptb." + split + ".txt");
+  const std::string train_text = mgtest::read_bytes(grown + "/ptb.train.txt");
+  mgtest::write_bytes(grown + "/ptb.train.txt",
+                      train_text + train_text.substr(0, train_text.find('\n', 200) + 1));
+  const Corpus other_text = load_corpus(grown);
+  ASSERT_EQ(other_text.vocab.words(), corpus.vocab.words());
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(cfg, other_text); }),
+             "--resume: the run in " + cfg.save + "/checkpoint.ckpt trains on " +
+                 corpus_fingerprint(corpus) + ", and the corpus in " + grown + " is " +
+                 corpus_fingerprint(other_text));
+  TrainConfig lower_lr = cfg;  // a flag that may change on the way, and the corpus moved
   lower_lr.lr /= 2;
-  EXPECT_EQ(mgtest::error_of([&] { train_lm(lower_lr, corpus); }), "");
+  EXPECT_EQ(mgtest::error_of([&] { train_lm(lower_lr, load_corpus(moved)); }), "");
 }
 
 // Weights that give a finite but absurd loss (e^100 perplexity) must stop the run before anything

@@ -141,7 +141,22 @@ LoadedModel model_from_checkpoint(const Checkpoint& ckpt) {
   ModelConfig cfg = config_from(ckpt.strings, path);
   check_config_fits_tensors(cfg, ckpt.tensors, "model.", path);
   out.model = std::make_shared<RNNModel>(cfg, 0);
-  load_parameters(*out.model, ckpt.tensors, "model.", path);
+  // A training state in its averaging phase (ASGD: a finetune's, or a run's after NT-ASGD's
+  // switch) holds the weights and their running average "optim.<name>.ax"; the run validates, and
+  // keeps as its best model, the average, so that is the model the state stands for.
+  const auto is = [&](const char* key, const char* value) {
+    return ckpt.has_string(key) && ckpt.string(key) == value;
+  };
+  if (is("kind", "train-state") && is("optimizer_kind", "asgd")) {
+    NamedTensors averages;
+    for (const auto& [name, t] : ckpt.tensors)
+      if (name.rfind("optim.", 0) == 0 && name.size() > 9 &&
+          name.compare(name.size() - 3, 3, ".ax") == 0)
+        averages.emplace_back("model." + name.substr(6, name.size() - 9), t);
+    load_parameters(*out.model, averages, "model.", path);
+  } else {
+    load_parameters(*out.model, ckpt.tensors, "model.", path);
+  }
   if (ckpt.has_string("vocab"))
     out.vocab = split_vocab(ckpt.string("vocab"), path), check_vocab_fits(out.vocab, cfg, path);
   out.strings = ckpt.strings;

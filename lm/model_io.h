@@ -30,7 +30,9 @@ void save_model(const std::string& path, const RNNModel& model, const Vocab& voc
 LoadedModel load_model(const std::string& path);
 // The model in a checkpoint already read: config checked (ranges, dropouts in [0, 1), its parameter
 // count equal to the values the file holds), every parameter present, finite, of the right shape,
-// nothing unknown, the vocabulary one word per row. load_model = load_checkpoint + this.
+// nothing unknown, the vocabulary one word per row. load_model = load_checkpoint + this. Of a
+// training state in its averaging phase (ASGD), the model is the averaged weights, the ones its
+// run validates (eval, export, generate ... of finetune.ckpt score what the finetune scored).
 LoadedModel model_from_checkpoint(const Checkpoint& checkpoint);
 
 // safetensors with the PyTorch parameter names ("encoder.weight", "rnns.0.weight_ih", ...) and the

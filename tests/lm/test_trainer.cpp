@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "autograd/ops.h"
+#include "io/checkpoint.h"
 #include "io/json.h"
 #include "io/read_file.h"
 #include "io/strf.h"
@@ -171,6 +172,32 @@ TEST(Trainer, AFinishedFinetuneResumedTrainsNoFurtherEpoch) {
   EXPECT_EQ(resumed.epochs_done, tuned.epochs_done);
   EXPECT_EQ(read_file(cfg.save + "/metrics.jsonl", "metrics"), metrics);
   EXPECT_EQ(read_file(cfg.save + "/best.ckpt", "model"), best);
+}
+
+// A finetune's state holds its weights and their average (ASGD); the finetune validates, and keeps
+// as best.ckpt, the average, so eval, export or generate of finetune.ckpt mean that model, not the
+// last step's weights (which once scored 10% worse than the finetune said).
+TEST(Trainer, AStateInItsAveragingPhaseStandsForItsAveragedWeights) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("finetune_average"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("finetune_average"));
+  cfg.epochs = 1;
+  const TrainResult trained = train_lm(cfg, corpus);
+  const TrainResult tuned = train_lm(cfg, corpus, {}, true);
+  ASSERT_LT(tuned.best_val_loss, trained.best_val_loss) << "best.ckpt is the finetune's epoch";
+  const LoadedModel state = load_model(cfg.save + "/finetune.ckpt");
+  const LoadedModel best = load_model(cfg.save + "/best.ckpt");
+  const auto s = state.model->named_parameters(), b = best.model->named_parameters();
+  ASSERT_EQ(s.size(), b.size());
+  for (size_t i = 0; i < s.size(); ++i)
+    EXPECT_EQ(s[i].second.to_vector(), b[i].second.to_vector()) << s[i].first;
+  // Not the weights of the last step, which the state holds beside them.
+  const Checkpoint ck = load_checkpoint(cfg.save + "/finetune.ckpt");
+  bool differs = false;
+  for (const auto& [name, t] : ck.tensors)
+    if (name.rfind("model.", 0) == 0)
+      for (size_t i = 0; i < s.size(); ++i)
+        if ("model." + s[i].first == name) differs |= t.to_vector() != s[i].second.to_vector();
+  EXPECT_TRUE(differs);
 }
 
 TEST(Trainer, SafetensorsRoundTripGivesTheSameLogProbs) {

@@ -29,8 +29,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 TASKS=$ROOT/docs/course/tasks.txt
 STAMP=.mosgrad-student  # marks a directory this script made, so regenerating it is allowed
 
-# Temporary files and folders, removed when the script exits however it exits (die, an error under
-# set -e, Ctrl-C): a RETURN trap does not run on exit.
+# Temporary files and folders, removed however the script exits (die, set -e, Ctrl-C: not RETURN).
 TEMPS=()
 trap '((${#TEMPS[@]} == 0)) || rm -rf "${TEMPS[@]}"' EXIT
 
@@ -75,16 +74,18 @@ student() {
   # it is refused: this tree's own checks read its folders (tools/check_layers.sh scans lm/, tools/,
   # tests/ ... recursively) and would fail on the copy. build/ alone may hold one: outputs no check
   # reads, which `make clean` removes (`check` regenerates build/course-check).
-  local root real
+  local root real changed
   root=$(cd "$ROOT" && pwd -P)
   real=$(realpath -m -- "$out") || die "OUT $out: cannot resolve the path"
   [[ $real != "$root" && $root != "$real"/* ]] || die "OUT $out holds this repository; choose a directory outside it"
   [[ $real != "$root"/* || $real == "$root"/build/?* ]] ||
     die "OUT $out is inside this repository ($real), whose own checks would read the copy; choose a directory outside it (make student OUT=../course), or one under build/"
   out=$(mkdir -p "$real" && cd "$real" && pwd -P)
-  if [[ -n $(ls -A "$out") && ! -f $out/$STAMP ]]; then
+  [[ -z $(ls -A "$out") || -f $out/$STAMP ]] ||
     die "OUT $out is not empty and was not made by make student; choose an empty or new directory"
-  fi
+  # A file changed since this script wrote it (the stamp holds their SHA-256) is a student's work.
+  changed=$(cd "$out" && grep -a '^[0-9a-f]\{64\}  ' "$STAMP" 2> /dev/null | sha256sum -c --quiet --ignore-missing 2> /dev/null | sed 's/: FAILED.*//' || true)
+  [[ -z $changed ]] || die "OUT $out has files changed since make student wrote them: $(echo $changed); a student's work is never written over: move them away, or choose a new directory"
   LABS=$labs
   REMOVED=$(mktemp)
   TEMPS+=("$REMOVED" "$REMOVED".file "$REMOVED".scaffolding)
@@ -94,7 +95,7 @@ student() {
   else  # a student tree made into a student tree again: every file but the build outputs
     files=$(cd "$ROOT" && find . -path ./build -prune -o -type f -print | sed 's|^\./||')
   fi
-  local n=0 stubbed=0
+  local n=0 stubbed=0 written=()
   while IFS= read -r f; do
     case $f in tools/mutations.txt | tools/mutate.sh | tools/course_fairness.sh | .ci/* | "$STAMP") continue ;; esac
     [[ -f $ROOT/$f ]] || continue
@@ -115,9 +116,10 @@ student() {
     # Unchanged files keep their time stamps, so rebuilding a regenerated tree is incremental.
     cmp -s "$src" "$out/$f" || cp "$src" "$out/$f"
     [[ -x $ROOT/$f ]] && chmod +x "$out/$f"
-    n=$((n + 1))
+    n=$((n + 1)) written+=("$f")
   done <<< "$files"
   echo "stubbed labs ${labs:-all} in $stubbed files; $n files" > "$out/$STAMP"
+  (cd "$out" && sha256sum -- "${written[@]}") >> "$out/$STAMP"
   # Nothing of a solution may survive: every removed line of 16 characters or more (code or
   # comment) must be absent from every file of the tree (tests and docs included), unless the
   # library's own code outside the regions has the same line: loop headers and declarations that

@@ -165,7 +165,7 @@ TEST(Course, EveryLabsCommandParsesAndEveryFileItNamesExists) {
 // reached; build/ alone, the outputs no check reads, may hold one (`course.sh check` regenerates
 // build/course-check). Run on a checkout in miniature: the script, the task table, a header in
 // each folder the script scans.
-TEST(Course, StudentRefusesAnOutInsideTheCheckout) {
+TEST(Course, StudentWritesOnlyOutsideTheCheckoutAndNeverOverAStudentsWork) {
   const fs::path t =
       fs::path(testing::TempDir()) / ("mosgrad_course_out_" + std::to_string(::getpid()));
   fs::remove_all(t);
@@ -205,5 +205,17 @@ TEST(Course, StudentRefusesAnOutInsideTheCheckout) {
     EXPECT_EQ(code, 0) << out << ": " << log;
     EXPECT_TRUE(fs::exists(out / ".mosgrad-student")) << out << ": " << log;
   }
+  // Made again over a student tree: refused while a file differs from what it wrote there (the
+  // student's work), written again once it is moved away; a file of the student's own stays.
+  std::ofstream(t / "outside/lm/x.h", std::ios::app) << "// the student's answer\n";
+  std::ofstream(t / "outside/notes.txt") << "mine\n";
+  const auto [code, log] = student(t / "outside");
+  EXPECT_EQ(code, 2) << log;
+  EXPECT_HAS(log, "has files changed since make student wrote them: lm/x.h;");
+  EXPECT_EQ(read(t / "outside/lm/x.h"), "#pragma once\n// the student's answer\n");
+  fs::rename(t / "outside/lm/x.h", t / "x.h.mine");
+  EXPECT_EQ(student(t / "outside").first, 0);
+  EXPECT_EQ(read(t / "outside/lm/x.h"), "#pragma once\n");
+  EXPECT_EQ(read(t / "outside/notes.txt"), "mine\n");
   fs::remove_all(t);
 }

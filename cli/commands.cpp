@@ -209,8 +209,10 @@ std::string cli_markdown() {
       "here is the program's own. `mosgrad <command> --help` prints the same per command. A flag "
       "is written `--name value`, `--name=value`, and with `-` or `_` alike; a true/false flag "
       "alone means true; a flag given twice takes its last value; a flag that would do nothing "
-      "beside another is refused (`--model` with `--save` or `--preset`, `reproduce --report` "
-      "with `--runs`, `--data` or `--device`). Defaults are those of each "
+      "beside another is refused (`--model` with `--save` or `--preset`, `--save` with `--preset`, "
+      "`pointer --grid` with `--theta` or `--lambdasm`, `reproduce --report` with `--runs`, "
+      "`--data` or `--device`, and in train and finetune a flag the run never reads: "
+      "`--n_experts` with `--head softmax`, say; cli/unused_flags.h). Defaults are those of each "
       "command's default preset (small-mos for "
       "train and finetune, tiny for graph and gradcheck), which `--preset` changes before the "
       "other flags apply; `--help` prints the same defaults.\n\n";

@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "cli/unused_flags.h"
 #include "lm/corpus.h"
 #include "reproduce/reproduce_plan.h"
 
@@ -80,6 +81,14 @@ void model_finish(CommandLine& c) {
           " only chooses the default one (<save>/best.ckpt, runs/<preset>/best.ckpt), so the two "
           "together are ambiguous: give --model, or --" +
           other + " alone");
+  if (c.gave("save") && c.gave("preset"))
+    throw std::invalid_argument(c.command + ": --save " + c.model.save +
+                                " names the run directory; --preset only chooses the default one "
+                                "(runs/<preset>), so the two together are ambiguous: give one");
+  for (const char* chosen : {"theta", "lambdasm"})  // pointer --grid chooses both itself
+    if (c.model.pointer.grid && c.gave(chosen))
+      throw std::invalid_argument(c.command + ": --grid chooses θ and λ on valid, so --" + chosen +
+                                  " does nothing beside it: give one of the two");
 }
 
 // ---- train, finetune, graph, gradcheck: a preset, then the flags -----------------------------
@@ -91,6 +100,7 @@ FlagTable train_flags(CommandLine& c) {
   return c.train.flag_table();
 }
 void train_finish(CommandLine& c) {
+  refuse_flags_that_do_nothing(c);
   // --gemm reference or --precision bf16 where they cannot run: refused before the corpus is read.
   compute_paths(c.train.paths, c.train.device);
   c.train.data = resolve_data_dir(c.train.data);

@@ -113,7 +113,8 @@ void check_resume_flags(const Checkpoint& ck, const TrainConfig& cfg,
     const std::string flag = "--" + (key.rfind("model.", 0) == 0 ? key.substr(6) : key);
     throw std::invalid_argument("--resume: the run in " + state_path + " was made with " + flag +
                                 " " + ck.string(key) + "; it cannot continue with " + flag + " " +
-                                value + " (drop the flag, or start a new run with another --save)");
+                                value + " (give " + flag + " " + ck.string(key) +
+                                ", as the run was made, or start a new run with another --save)");
   }
 }
 

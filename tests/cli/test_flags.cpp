@@ -185,6 +185,50 @@ TEST(Flags, AFlagThatWouldBeIgnoredIsRefused) {
              "reproduce needs --plan NAME: one of quick, afternoon, day, paper, ptb-1h, ptb-3h");
 }
 
+// In train and finetune a flag the run never reads is refused (cli/unused_flags.h): accepted, it
+// was saved with the run, and every --resume and finetune asked for it again. Where it is read, it
+// is taken. The model commands: --save beside --preset, and pointer's --grid beside the θ and λ it
+// chooses.
+TEST(Flags, AFlagTheRunNeverReadsIsRefused) {
+  using Words = std::vector<std::string>;
+  const std::vector<std::pair<Words, std::string>> refused = {
+      {{"--head", "softmax", "--n_experts", "5"}, "--n_experts does nothing with --head softmax"},
+      {{"--head", "sigsoftmax", "--dropoutl", "0.2"},
+       "--dropoutl does nothing with --head sigsoftmax"},
+      {{"--head", "softmax", "--tied", "true", "--nhidlast", "32"},
+       "--nhidlast does nothing with --head softmax tied"},
+      {{"--nlayers", "1", "--nhid", "128"}, "--nhid does nothing with --nlayers 1"},
+      {{"--tf32", "true"}, "--tf32 does nothing with --device cpu"},
+      {{"--variable_bptt", "false", "--max_seq_len_delta", "9"},
+       "--max_seq_len_delta does nothing with --variable_bptt false"}};
+  const std::vector<Words> taken = {{"--head", "mos", "--n_experts", "5", "--dropoutl", "0.2"},
+                                    {"--head", "softmax", "--tied", "false", "--nhidlast", "32"},
+                                    {"--nlayers", "2", "--nhid", "128"},
+                                    {"--variable_bptt", "true", "--max_seq_len_delta", "9"}};
+  for (const std::string command : {"train", "finetune"}) {
+    const auto words = [&](const Words& flags) {
+      Words w = {"mosgrad", command, "--preset", "tiny"};
+      w.insert(w.end(), flags.begin(), flags.end());
+      return w;
+    };
+    for (const auto& [flags, message] : refused)
+      EXPECT_HAS(invalid_of([&] { parse_command(words(flags)); }), command + ": " + message);
+    for (const Words& flags : taken)
+      EXPECT_EQ(invalid_of([&] { parse_command(words(flags)); }), "") << flags[1];
+  }
+  EXPECT_HAS(invalid_of([] {
+               parse_command({"mosgrad", "eval", "--preset", "tiny", "--save", "r"});
+             }),
+             "eval: --save r names the run directory; --preset only chooses the default one");
+  for (const char* chosen : {"--theta", "--lambdasm"})
+    EXPECT_HAS(invalid_of([&] {
+                 parse_command({"mosgrad", "pointer", "--grid", chosen, "0.5"});
+               }),
+               std::string("pointer: --grid chooses θ and λ on valid, so ") + chosen +
+                   " does nothing beside it");
+  EXPECT_EQ(invalid_of([] { parse_command({"mosgrad", "pointer", "--theta", "0.5"}); }), "");
+}
+
 // docs/cli.md is the flag tables' own text (mosgrad help --markdown), and so names every flag of
 // every command with the program's defaults; regenerate it when a flag changes.
 TEST(Flags, TheCliPageIsGeneratedFromTheTablesAndNamesEveryFlag) {

@@ -116,7 +116,8 @@ TEST(RunDirectory, ResumeRefusesFlagsThatDefineTheRun) {
   TrainConfig adam = cfg;
   adam.optimizer = "adam";
   EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(adam, corpus); }),
-             "was made with --optimizer sgd; it cannot continue with --optimizer adam");
+             "was made with --optimizer sgd; it cannot continue with --optimizer adam (give "
+             "--optimizer sgd, as the run was made,");
   TrainConfig wider = cfg;
   wider.model.nhid += 1;
   EXPECT_HAS(mgtest::error_of<std::invalid_argument>([&] { train_lm(wider, corpus); }),

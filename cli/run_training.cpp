@@ -3,10 +3,13 @@
 // checked every flag.
 #include <unistd.h>
 
+#include <array>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "analysis/model_graph.h"
 #include "autograd/engine.h"
@@ -144,11 +147,19 @@ int run_gradcheck(CommandLine& c) {
 
 int run_plot(CommandLine& c) {
   const std::string& dir = c.run_dir;
-  require_other_file("plot", "RUN_DIR", dir + "/curves.svg", dir + "/metrics.jsonl",
-                     "a link to the metrics it plots");
-  for (const std::string& file : plot_learning_curves(dir + "/metrics.jsonl", dir + "/curves.svg",
-                                                      c.title.empty() ? dir : c.title))
-    std::printf("wrote %s\n", file.c_str());
+  const std::string title = c.title.empty() ? dir : c.title;
+  // The training's curves, and the finetune's when the run was finetuned: the plots train and
+  // finetune draw at each epoch's end.
+  std::vector<std::array<std::string, 3>> plots = {{"metrics.jsonl", "curves.svg", title}};
+  if (std::filesystem::exists(std::filesystem::symlink_status(dir + "/finetune_metrics.jsonl")))
+    plots.push_back({"finetune_metrics.jsonl", "finetune_curves.svg", title + " (finetune)"});
+  for (const auto& [metrics, curves, heading] : plots)
+    require_other_file("plot", "RUN_DIR", dir + "/" + curves, dir + "/" + metrics,
+                       "a link to the metrics it plots");
+  for (const auto& [metrics, curves, heading] : plots)
+    for (const std::string& file :
+         plot_learning_curves(dir + "/" + metrics, dir + "/" + curves, heading))
+      std::printf("wrote %s\n", file.c_str());
   return 0;
 }
 

@@ -223,3 +223,23 @@ TEST(Outputs, ImportRefusesAModelWithoutItsVocabulary) {
              "import: " + in + " has no vocabulary");
   EXPECT_FALSE(fs::exists(out));
 }
+
+// plot redraws every learning-curve plot of a run, the finetune's too (as train and finetune draw
+// them at each epoch's end), each only over a plot mosgrad drew.
+TEST(Outputs, PlotRedrawsTheTrainingsAndTheFinetunesCurves) {
+  Files f;
+  const Corpus corpus = load_corpus(f.data);
+  TrainConfig cfg = mgtest::small_config(f.data, f.dir.file("run"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  EXPECT_EQ(error_of_command({"plot", cfg.save}), "");  // no finetune yet: its plot is not drawn
+  EXPECT_FALSE(fs::exists(cfg.save + "/finetune_curves.svg"));
+  train_lm(cfg, corpus, {}, true);
+  for (const char* plot : {"curves.svg", "finetune_curves.svg"}) fs::remove(cfg.save + "/" + plot);
+  EXPECT_EQ(error_of_command({"plot", cfg.save, "--title", "T"}), "");
+  EXPECT_HAS(mgtest::read_bytes(cfg.save + "/curves.svg"), "T");
+  EXPECT_HAS(mgtest::read_bytes(cfg.save + "/finetune_curves.svg"), "T (finetune)");
+  mgtest::write_bytes(cfg.save + "/finetune_curves.svg", "my notes\n");
+  EXPECT_NE(error_of_command({"plot", cfg.save}), "");
+  EXPECT_EQ(mgtest::read_bytes(cfg.save + "/finetune_curves.svg"), "my notes\n");
+}

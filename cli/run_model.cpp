@@ -152,14 +152,16 @@ int run_generate(CommandLine& c) {
   LoadedModel& lm = command.loaded;
   const GenerateConfig& g = o.generate;
   std::string line = g.prompt.empty() ? "" : g.prompt + " |";
-  for (const std::string& w : generate(*lm.model, lm.vocab, g)) {
-    if (w == "<eos>") {
-      std::printf("%s\n", line.c_str());
-      line.clear();
-      continue;
+  // Each sentence printed as it ends: a long text shows as it comes, and a stop keeps what came.
+  generate(*lm.model, lm.vocab, g, [&](const std::string& w) {
+    if (w != "<eos>") {
+      line += (line.empty() ? "" : " ") + w;
+      return;
     }
-    line += (line.empty() ? "" : " ") + w;
-  }
+    std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    line.clear();
+  });
   if (!line.empty()) std::printf("%s\n", line.c_str());
   return 0;
 }

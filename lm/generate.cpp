@@ -8,7 +8,8 @@
 
 namespace mg {
 
-std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const GenerateConfig& cfg) {
+std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const GenerateConfig& cfg,
+                                  const std::function<void(const std::string&)>& on_word) {
   if (!(cfg.temperature > 0)) throw std::invalid_argument("generate: --temperature must be > 0");
   if (vocab.size() != model.config.ntoken)
     throw std::invalid_argument("generate: the vocabulary has " + std::to_string(vocab.size()) +
@@ -50,7 +51,10 @@ std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const Gen
         next = v;
         break;
       }
-    words.push_back(vocab.word(next));
+    if (on_word)
+      on_word(vocab.word(next));
+    else
+      words.push_back(vocab.word(next));
     out = model.forward({next}, 1, 1, out.hidden);
   }
   return words;

@@ -2,6 +2,7 @@
 // softmax(log p / temperature) with a seeded counter-based RNG (same seed, same text).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@ struct GenerateConfig {
 };
 
 // Returns the sampled words (the prompt not included). <eos> is returned as the word "<eos>".
-std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const GenerateConfig& cfg);
+// With `on_word`, each word goes to it as soon as it is drawn instead (a long text is shown as it
+// comes, and is not held in memory), and the list returned is empty.
+std::vector<std::string> generate(RNNModel& model, const Vocab& vocab, const GenerateConfig& cfg,
+                                  const std::function<void(const std::string&)>& on_word = {});
 
 }  // namespace mg

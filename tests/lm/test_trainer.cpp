@@ -262,6 +262,11 @@ TEST(Trainer, GenerationIsSeededAndUsesTheVocabulary) {
   EXPECT_EQ(a, b);
   ASSERT_EQ(a.size(), 20u);
   for (const auto& w : a) EXPECT_TRUE(corpus.vocab.contains(w)) << w;
+  // Word by word as they are drawn (mosgrad generate prints each sentence as it ends): the same.
+  std::vector<std::string> streamed;
+  EXPECT_TRUE(
+      generate(*m.model, m.vocab, g, [&](const std::string& w) { streamed.push_back(w); }).empty());
+  EXPECT_EQ(streamed, a);
   g.seed = 4;
   EXPECT_NE(generate(*m.model, m.vocab, g), a);
   g.temperature = 0;

@@ -212,8 +212,10 @@ std::string cli_markdown() {
       "alone means true; a flag given twice takes its last value; a flag that would do nothing "
       "beside another is refused (`--model` with `--save` or `--preset`, `--save` with `--preset`, "
       "`pointer --grid` with `--theta` or `--lambdasm`, `reproduce --report` with `--runs`, "
-      "`--data` or `--device`, and in train and finetune a flag the run never reads: "
-      "`--n_experts` with `--head softmax`, say; cli/unused_flags.h). Defaults are those of each "
+      "`--data` or `--device`, `--tf32` on the CPU, `--max_seq_len_delta` without variable "
+      "BPTT; a model flag its head or size never reads, such as `--n_experts` of a softmax "
+      "head, is taken and is no part of the run: a resume or finetune does not compare it). "
+      "Defaults are those of each "
       "command's default preset (small-mos for "
       "train and finetune, tiny for graph and gradcheck), which `--preset` changes before the "
       "other flags apply; `--help` prints the same defaults.\n\n";

@@ -124,7 +124,7 @@ void check_same_architecture(const ModelConfig& trained, const ModelConfig& flag
                              const std::string& file) {
   const std::map<std::string, std::string> have = trained.to_map(), want = flags.to_map();
   for (const char* key : {"head", "emsize", "nhid", "nhidlast", "nlayers", "n_experts", "tied"})
-    if (have.at(key) != want.at(key))
+    if (flags.reads(key) && have.at(key) != want.at(key))
       throw std::invalid_argument("finetune: " + file + " holds a model made with --" + key + " " +
                                   have.at(key) + "; the flags say --" + key + " " + want.at(key) +
                                   " (finetune with the flags it was trained with)");

@@ -107,8 +107,10 @@ void restore_generator(Generator& gen, const Checkpoint& ck, const std::string& 
 void check_resume_flags(const Checkpoint& ck, const TrainConfig& cfg,
                         const std::string& state_path) {
   for (const auto& [key, value] : cfg.to_map()) {
-    const bool defines_run = (key.rfind("model.", 0) == 0 && key != "model.ntoken") ||
-                             key == "optimizer" || key == "batch_size" || key == "max_train_tokens";
+    const bool model_key = key.rfind("model.", 0) == 0;
+    if (model_key && !cfg.model.reads(key.substr(6))) continue;  // e.g. K of a softmax head
+    const bool defines_run = (model_key && key != "model.ntoken") || key == "optimizer" ||
+                             key == "batch_size" || key == "max_train_tokens";
     if (!defines_run || !ck.has_string(key) || ck.string(key) == value) continue;
     const std::string flag = "--" + (key.rfind("model.", 0) == 0 ? key.substr(6) : key);
     throw std::invalid_argument("--resume: the run in " + state_path + " was made with " + flag +

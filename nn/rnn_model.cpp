@@ -17,6 +17,13 @@ std::vector<int64_t> ModelConfig::layer_sizes() const {
   return sizes;
 }
 
+bool ModelConfig::reads(const std::string& key) const {
+  if (key == "n_experts" || key == "dropoutl") return is_mixture(head);
+  if (key == "nhidlast") return is_mixture(head) || !tied;  // as layer_sizes() above
+  if (key == "nhid") return nlayers > 1;
+  return true;
+}
+
 int64_t ModelConfig::parameter_count() const {
   // Mirrors the constructor below: encoder, each LSTM layer (4H x in, 4H x H, two 4H biases), head.
   const std::vector<int64_t> sizes = layer_sizes();

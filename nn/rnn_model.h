@@ -32,6 +32,11 @@ struct ModelConfig {
   // Hidden size of each LSTM layer. The last is E for a tied softmax/sigsoftmax head (the decoder
   // is the [V,E] embedding), else nhidlast.
   std::vector<int64_t> layer_sizes() const;
+  // Whether the model this config builds reads `key` (a key of to_map()): n_experts and dropoutl
+  // only with a mixture head, nhidlast unless the head is a tied one without a mixture (its last
+  // layer has E units), nhid only with more than one layer; every other key always. A run made
+  // with another value of a key its model never reads is the same run.
+  bool reads(const std::string& key) const;
   // Flat key=value form, for checkpoint headers and safetensors __metadata__.
   std::map<std::string, std::string> to_map() const;
   static ModelConfig from_map(const std::map<std::string, std::string>& values);

@@ -143,6 +143,18 @@ TEST(RunDirectory, ResumeRefusesFlagsThatDefineTheRun) {
              "--resume: the run in " + cfg.save + "/checkpoint.ckpt trains on " +
                  corpus_fingerprint(corpus) + ", and the corpus in " + grown + " is " +
                  corpus_fingerprint(other_text));
+  // A model flag the model never reads (K and the latent dropout of a softmax head, as reproduce
+  // gives every head; nhid with one layer) is no part of the run: not compared by a resume or a
+  // finetune.
+  TrainConfig soft = mgtest::small_config(corpus.dir, mgtest::temp_dir("resume_flags_softmax"));
+  soft.model.head = HeadKind::Softmax, soft.model.nlayers = 1, soft.model.n_experts = 5;
+  soft.max_steps = 2;
+  train_lm(soft, corpus);
+  soft.resume = true, soft.max_steps = 3;
+  soft.model.n_experts = 1, soft.model.dropoutl = 0.3f, soft.model.nhid = 30;
+  EXPECT_EQ(mgtest::error_of([&] { train_lm(soft, corpus); }), "");
+  soft.resume = false, soft.max_steps = 0, soft.epochs = 1, soft.model.n_experts = 7;
+  EXPECT_EQ(mgtest::error_of([&] { train_lm(soft, corpus, {}, true); }), "");
   TrainConfig lower_lr = cfg;  // a flag that may change on the way, and the corpus moved
   lower_lr.lr /= 2;
   EXPECT_EQ(mgtest::error_of([&] { train_lm(lower_lr, load_corpus(moved)); }), "");

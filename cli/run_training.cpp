@@ -151,7 +151,9 @@ int run_plot(CommandLine& c) {
   // The training's curves, and the finetune's when the run was finetuned: the plots train and
   // finetune draw at each epoch's end.
   std::vector<std::array<std::string, 3>> plots = {{"metrics.jsonl", "curves.svg", title}};
-  if (std::filesystem::exists(std::filesystem::symlink_status(dir + "/finetune_metrics.jsonl")))
+  // (A finetune stopped before its first record left its file empty: nothing to draw.)
+  std::error_code ec;
+  if (std::filesystem::file_size(dir + "/finetune_metrics.jsonl", ec) > 0 && !ec)
     plots.push_back({"finetune_metrics.jsonl", "finetune_curves.svg", title + " (finetune)"});
   for (const auto& [metrics, curves, heading] : plots)
     require_other_file("plot", "RUN_DIR", dir + "/" + curves, dir + "/" + metrics,

@@ -55,15 +55,16 @@ void require_writable_dir(const std::string& flag, const std::string& dir,
   std::error_code ec;
   const std::string named = flag + " " + (given.empty() ? dir : given);
   fs::path folder = dir.empty() ? fs::path(".") : fs::path(dir);
-  while (!fs::exists(folder, ec) && folder.has_parent_path() && folder.parent_path() != folder) {
-    // A link to nothing: the folder mosgrad would make there cannot be made (found out only when
-    // the work is done, by the save).
+  while (!fs::exists(folder, ec)) {
+    // A link to nothing (a bare name's too): the folder mosgrad would make there cannot be made
+    // (found out only when the work is done, by the save).
     if (fs::is_symlink(fs::symlink_status(folder, ec)))
       throw std::invalid_argument(named + ": " + folder.string() + " is a symlink to " +
                                   fs::read_symlink(folder, ec).string() +
                                   ", which does not exist; create what it names, or choose "
                                   "another " +
                                   flag);
+    if (!folder.has_parent_path() || folder.parent_path() == folder) break;
     folder = folder.parent_path();
   }
   if (!fs::exists(folder, ec)) folder = ".";  // a relative path none of whose folders exist yet

@@ -197,6 +197,13 @@ TEST(Outputs, AnOutputThatCannotBeMadeThereIsNamedBeforeAnyWork) {
     EXPECT_HAS(error_of_command(words), "--out " + words.back() + ": " + link +
                                             " is a symlink to " + f.dir.file("nowhere") +
                                             ", which does not exist");
+  // A bare name, with or without its slash, in the folder the command runs in.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(f.dir.str());
+  for (const std::string bare : {"gone", "gone/", "gone/sub"})
+    EXPECT_HAS(mgtest::error_of<std::exception>([&] { require_writable_dir("--out", bare); }),
+               "--out " + bare + ": gone is a symlink to");
+  fs::current_path(cwd);
   TrainConfig cfg = mgtest::small_config(f.data, link + "/run");
   EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(cfg, load_corpus(f.data)); }),
              "--save " + cfg.save + ": " + link + " is a symlink to");
@@ -233,7 +240,10 @@ TEST(Outputs, PlotRedrawsTheTrainingsAndTheFinetunesCurves) {
   cfg.epochs = 1;
   train_lm(cfg, corpus);
   EXPECT_EQ(error_of_command({"plot", cfg.save}), "");  // no finetune yet: its plot is not drawn
+  mgtest::write_bytes(cfg.save + "/finetune_metrics.jsonl", "");  // nor of one stopped at once
+  EXPECT_EQ(error_of_command({"plot", cfg.save}), "");
   EXPECT_FALSE(fs::exists(cfg.save + "/finetune_curves.svg"));
+  fs::remove(cfg.save + "/finetune_metrics.jsonl");
   train_lm(cfg, corpus, {}, true);
   for (const char* plot : {"curves.svg", "finetune_curves.svg"}) fs::remove(cfg.save + "/" + plot);
   EXPECT_EQ(error_of_command({"plot", cfg.save, "--title", "T"}), "");

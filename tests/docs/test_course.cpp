@@ -213,6 +213,11 @@ TEST(Course, StudentWritesOnlyOutsideTheCheckoutAndNeverOverAStudentsWork) {
   EXPECT_EQ(code, 2) << log;
   EXPECT_HAS(log, "has files changed since make student wrote them: lm/x.h;");
   EXPECT_EQ(read(t / "outside/lm/x.h"), "#pragma once\n// the student's answer\n");
+  // The kit's own copies under build/ (make clean removes them) are regenerated whatever they hold:
+  // a fairness check killed with a bug planted leaves no tree that refuses the next check.
+  std::ofstream(root / "build/course-check/lm/x.h", std::ios::app) << "// a planted bug\n";
+  EXPECT_EQ(student(root / "build/course-check").first, 0);
+  EXPECT_EQ(read(root / "build/course-check/lm/x.h"), "#pragma once\n");
   fs::rename(t / "outside/lm/x.h", t / "x.h.mine");
   EXPECT_EQ(student(t / "outside").first, 0);
   EXPECT_EQ(read(t / "outside/lm/x.h"), "#pragma once\n");

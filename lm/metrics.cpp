@@ -36,24 +36,17 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   // line by line, not io/atomic_file.h: each line is written whole or cut back off, and rewriting
   // the whole file per line would cost O(n^2).) O_NOFOLLOW: a symlink at the name is refused.
   if (path.empty()) return;  // writes nothing (the processes but rank 0 of an mpirun)
-  const auto open_for_append = [&] {
-    fd_ = file_ops::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644);
-    if (fd_ < 0)
-      throw std::runtime_error(
-          "cannot open metrics file '" + path + "': " + std::strerror(errno) +
-          (errno == ELOOP ? " (it is a symlink; mosgrad never writes through one: remove it)"
-                          : ""));
-  };
-  open_for_append();
   // A file with other names (a run folder copied with cp -al): appending would write this run's
   // lines into the other folder's history too. This name gets a file of its own first, holding
   // the same lines (the atomic save puts a new file at the name; the other names keep theirs).
   struct stat st {};
-  if (::fstat(fd_, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1) {
-    file_ops::close(fd_), fd_ = -1;
+  if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
     write_file_atomically(path, read_file(path, "metrics file"));
-    open_for_append();
-  }
+  fd_ = file_ops::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644);
+  if (fd_ < 0)
+    throw std::runtime_error(
+        "cannot open metrics file '" + path + "': " + std::strerror(errno) +
+        (errno == ELOOP ? " (it is a symlink; mosgrad never writes through one: remove it)" : ""));
 }
 
 MetricsWriter::~MetricsWriter() {

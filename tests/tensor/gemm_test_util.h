@@ -80,25 +80,38 @@ struct Problem {
   }
 };
 
-// Checks `got` against the float64 reference, element by element with the bound above, and that
-// the padding of C is untouched.
-inline void expect_matches_reference(const Problem& r, const Case& c, const std::vector<float>& got,
-                                     const std::string& what) {
-  std::vector<float> want = r.C0;
-  mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(), r.B.ld,
-                     c.beta, want.data(), r.ldc);
+// The float64 reference of a problem and each element's error bound (above), computed once and
+// checked against any number of results: the reference loops are most of what a test of many
+// kernels and thread counts would otherwise spend its time on.
+struct Reference {
+  std::vector<float> want;  // [M, ldc]
+  std::vector<double> tol;  // [M, N]
+  Reference(const Problem& r, const Case& c) : want(r.C0), tol(static_cast<size_t>(c.M * c.N)) {
+    mg::gemm_reference(c.ta, c.tb, c.M, c.N, c.K, c.alpha, r.A.v.data(), r.A.ld, r.B.v.data(),
+                       r.B.ld, c.beta, want.data(), r.ldc);
+    for (int64_t i = 0; i < c.M; ++i)
+      for (int64_t j = 0; j < c.N; ++j) {
+        double abs_sum = 0;  // sum_k |a_ik b_kj|
+        for (int64_t k = 0; k < c.K; ++k) {
+          const float a = c.ta ? r.A.v[k * r.A.ld + i] : r.A.v[i * r.A.ld + k];
+          const float b = c.tb ? r.B.v[j * r.B.ld + k] : r.B.v[k * r.B.ld + j];
+          abs_sum += std::fabs(static_cast<double>(a) * b);
+        }
+        const double c0 = c.beta == 0 ? 0.0 : std::fabs(c.beta * r.C0[i * r.ldc + j]);
+        tol[i * c.N + j] = (c.K + 4) * FLT_EPSILON * (std::fabs(c.alpha) * abs_sum + c0) + 1e-30;
+      }
+  }
+};
+
+// Checks `got` against the reference, element by element with its bound, and that the padding of
+// C is untouched.
+inline void expect_matches(const Reference& ref, const Problem& r, const Case& c,
+                           const std::vector<float>& got, const std::string& what) {
   int failures = 0;
   for (int64_t i = 0; i < c.M && failures < 5; ++i)
     for (int64_t j = 0; j < c.N && failures < 5; ++j) {
-      double abs_sum = 0;  // sum_k |a_ik b_kj|
-      for (int64_t k = 0; k < c.K; ++k) {
-        const float a = c.ta ? r.A.v[k * r.A.ld + i] : r.A.v[i * r.A.ld + k];
-        const float b = c.tb ? r.B.v[j * r.B.ld + k] : r.B.v[k * r.B.ld + j];
-        abs_sum += std::fabs(static_cast<double>(a) * b);
-      }
-      const double c0 = c.beta == 0 ? 0.0 : std::fabs(c.beta * r.C0[i * r.ldc + j]);
-      const double tol = (c.K + 4) * FLT_EPSILON * (std::fabs(c.alpha) * abs_sum + c0) + 1e-30;
-      const float g = got[i * r.ldc + j], w = want[i * r.ldc + j];
+      const double tol = ref.tol[i * c.N + j];
+      const float g = got[i * r.ldc + j], w = ref.want[i * r.ldc + j];
       if (!(std::fabs(static_cast<double>(g) - w) <= tol)) {
         ADD_FAILURE() << what << " " << c.str() << ": C[" << i << "," << j << "] = " << g
                       << ", reference " << w << ", tolerance " << tol;
@@ -111,6 +124,11 @@ inline void expect_matches_reference(const Problem& r, const Case& c, const std:
         ADD_FAILURE() << what << " " << c.str() << ": wrote C padding at [" << i << "," << j << "]";
         return;
       }
+}
+
+inline void expect_matches_reference(const Problem& r, const Case& c, const std::vector<float>& got,
+                                     const std::string& what) {
+  expect_matches(Reference(r, c), r, c, got, what);
 }
 
 // Restores the thread count and the B-in-place mode when a test ends, also through an ASSERT.
@@ -132,8 +150,9 @@ inline std::vector<GemmKernel> kernels() {
 
 inline void check_all_kernels(const Case& c, uint32_t seed) {
   const Problem r(c, seed);
+  const Reference ref(r, c);
   for (GemmKernel k : kernels())
-    expect_matches_reference(r, c, r.compute(k, c), mg::gemm_kernel_name(k));
+    expect_matches(ref, r, c, r.compute(k, c), mg::gemm_kernel_name(k));
 }
 
 // The problem r of case c (A not transposed) with the same op(A) stored transposed, [K, M]: the

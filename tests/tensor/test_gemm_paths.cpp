@@ -35,10 +35,11 @@ TEST(Gemm, NarrowLastVectorSumsPairsOfK) {
         const Problem r(c, seed++);
         Case packed;
         const Problem rt = with_a_transposed(r, c, &packed);  // always packed
+        const Reference ref(r, c);
         for (GemmKernel k : kernels()) {
           mg::set_num_threads(1);
           const std::vector<float> one = r.compute(k, c);
-          expect_matches_reference(r, c, one, mg::gemm_kernel_name(k));
+          expect_matches(ref, r, c, one, mg::gemm_kernel_name(k));
           for (int threads : {1, 2, 3}) {
             mg::set_num_threads(threads);
             const std::vector<float> direct = r.compute(k, c), by_packed = rt.compute(k, packed);
@@ -75,30 +76,30 @@ TEST(Gemm, NineRowLastTileGivesTheEightRowTileBits) {
                       {265, 97, 1030, false, true, 0.0f},  {9, 96, 3, true, false, 0.5f},
                       {1, 500, 1030, false, true, 0.0f},   {1, 96, 3, true, false, 0.5f}};
   uint32_t seed = 1700;
-  for (mg::BInPlace mode : {mg::BInPlace::kAlways, mg::BInPlace::kNever})
-    for (GemmKernel k : kernels())
-      for (const S& s : shapes)
+  for (const S& s : shapes) {
+    Case c;
+    c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta, c.alpha = 0.75f;
+    const Problem r(c, seed++);
+    const Reference ref(r, c);
+    Case big = c;  // 7 more rows: every tile has 8 rows
+    big.M = c.M + 7;
+    Problem rb(big, seed);
+    for (int64_t i = 0; i < c.M; ++i)
+      for (int64_t kk = 0; kk < c.K; ++kk) {
+        const float a = c.ta ? r.A.v[kk * r.A.ld + i] : r.A.v[i * r.A.ld + kk];
+        (c.ta ? rb.A.v[kk * rb.A.ld + i] : rb.A.v[i * rb.A.ld + kk]) = a;
+      }
+    rb.B = r.B;
+    for (int64_t i = 0; i < c.M; ++i)
+      for (int64_t j = 0; j < c.N; ++j) rb.C0[i * rb.ldc + j] = r.C0[i * r.ldc + j];
+    for (mg::BInPlace mode : {mg::BInPlace::kAlways, mg::BInPlace::kNever})
+      for (GemmKernel k : kernels())
         for (int threads : {1, 2}) {
           mg::set_b_in_place(mode);
           mg::set_num_threads(threads);
-          Case c;
-          c.M = s.M, c.N = s.N, c.K = s.K, c.ta = s.ta, c.tb = s.tb, c.beta = s.beta,
-          c.alpha = 0.75f;
-          const Problem r(c, seed++);
           const std::vector<float> got = r.compute(k, c);
           if (mode == mg::BInPlace::kAlways)
-            expect_matches_reference(r, c, got, mg::gemm_kernel_name(k));
-          Case big = c;  // 7 more rows: every tile has 8 rows
-          big.M = c.M + 7;
-          Problem rb(big, seed);
-          for (int64_t i = 0; i < c.M; ++i)
-            for (int64_t kk = 0; kk < c.K; ++kk) {
-              const float a = c.ta ? r.A.v[kk * r.A.ld + i] : r.A.v[i * r.A.ld + kk];
-              (c.ta ? rb.A.v[kk * rb.A.ld + i] : rb.A.v[i * rb.A.ld + kk]) = a;
-            }
-          rb.B = r.B;
-          for (int64_t i = 0; i < c.M; ++i)
-            for (int64_t j = 0; j < c.N; ++j) rb.C0[i * rb.ldc + j] = r.C0[i * r.ldc + j];
+            expect_matches(ref, r, c, got, mg::gemm_kernel_name(k));
           const std::vector<float> eights = rb.compute(k, big);
           for (int64_t i = 0; i < c.M; ++i)
             for (int64_t j = 0; j < c.N; ++j) {
@@ -108,6 +109,7 @@ TEST(Gemm, NineRowLastTileGivesTheEightRowTileBits) {
                   << i << "," << j << "] = " << a << ", " << b << " in 8-row tiles";
             }
         }
+  }
 }
 
 // Narrow products (N <= 512, A not transposed) read A in place instead of packing it (run_block's
@@ -130,24 +132,26 @@ TEST(Gemm, AReadInPlaceGivesThePackedBits) {
                       {263, 49, 1030, 0, 1.0f, false},  {263, 49, 1030, 0, 1.0f, true},
                       {130, 200, 600, 2, 0.0f, true},   {9, 300, 37, 1, 0.5f, true}};
   uint32_t seed = 900;
-  for (GemmKernel k : kernels())
-    for (const S& s : shapes)
+  for (const S& s : shapes) {
+    Case direct;
+    direct.M = s.M, direct.N = s.N, direct.K = s.K, direct.pad_a = s.pad_a, direct.beta = s.beta,
+    direct.alpha = 0.75f, direct.tb = s.tb;
+    const Problem r(direct, seed++);
+    Case packed;
+    const Problem rt = with_a_transposed(r, direct, &packed);  // op(A) stored [K, M]
+    const Reference ref(r, direct);
+    for (GemmKernel k : kernels())
       for (int threads : {1, 2}) {
         mg::set_num_threads(threads);
-        Case direct;
-        direct.M = s.M, direct.N = s.N, direct.K = s.K, direct.pad_a = s.pad_a,
-        direct.beta = s.beta, direct.alpha = 0.75f, direct.tb = s.tb;
-        const Problem r(direct, seed++);
-        Case packed;
-        const Problem rt = with_a_transposed(r, direct, &packed);  // op(A) stored [K, M]
         const std::vector<float> a = r.compute(k, direct), b = rt.compute(k, packed);
-        expect_matches_reference(r, direct, a, mg::gemm_kernel_name(k));
+        expect_matches(ref, r, direct, a, mg::gemm_kernel_name(k));
         for (size_t i = 0; i < a.size(); ++i)
           ASSERT_EQ(std::memcmp(&a[i], &b[i], sizeof(float)), 0)
               << mg::gemm_kernel_name(k) << " " << direct.str() << ", " << threads
               << " threads: element " << i << " is " << a[i] << " read in place, " << b[i]
               << " packed";
       }
+  }
 }
 
 // A single A block (at most mc rows per thread) with B row-major reads B in place on AMD CPUs and
@@ -168,27 +172,29 @@ TEST(Gemm, BReadInPlaceGivesThePackedBits) {
                       {130, 200, 1030, 2, false, 0.0f}, {65, 1000, 70, 0, true, 0.0f},
                       {12, 3848, 96, 5, false, 0.5f},   {1, 500, 1030, 0, false, 0.0f}};
   uint32_t seed = 2100;
-  for (GemmKernel k : kernels())
-    for (const S& s : shapes)
+  for (const S& s : shapes) {
+    Case c;
+    c.M = s.M, c.N = s.N, c.K = s.K, c.pad_b = s.pad_b, c.ta = s.ta, c.beta = s.beta;
+    c.alpha = 0.75f;
+    const Problem r(c, seed++);
+    const Reference ref(r, c);
+    for (GemmKernel k : kernels())
       for (int threads : {1, 2}) {
         mg::set_num_threads(threads);
-        Case c;
-        c.M = s.M, c.N = s.N, c.K = s.K, c.pad_b = s.pad_b, c.ta = s.ta, c.beta = s.beta;
-        c.alpha = 0.75f;
-        const Problem r(c, seed++);
         mg::set_b_in_place(mg::BInPlace::kAlways);
         ASSERT_TRUE(mg::b_read_in_place());
         const std::vector<float> in_place = r.compute(k, c);
         mg::set_b_in_place(mg::BInPlace::kNever);
         ASSERT_FALSE(mg::b_read_in_place());
         const std::vector<float> packed = r.compute(k, c);
-        if (threads == 1) expect_matches_reference(r, c, packed, mg::gemm_kernel_name(k));
+        if (threads == 1) expect_matches(ref, r, c, packed, mg::gemm_kernel_name(k));
         for (size_t i = 0; i < in_place.size(); ++i)
           ASSERT_EQ(std::memcmp(&in_place[i], &packed[i], sizeof(float)), 0)
               << mg::gemm_kernel_name(k) << " " << c.str() << ", " << threads
               << " threads: element " << i << " is " << in_place[i] << " read in place, "
               << packed[i] << " packed";
       }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,7 @@
 #include <ctime>
 #include <stdexcept>
 
+#include "io/atomic_file.h"
 #include "io/file_ops.h"
 
 namespace mg {
@@ -30,6 +32,56 @@ std::string holder_line(int fd) {
   return who;
 }
 
+// `cp -al` copies a run folder with its files hard-linked, the lock file too: the two folders'
+// locks are then one file, and a run holding it in either folder makes the other look busy.
+// What the in-use error adds when that may be why.
+std::string shared_lock_hint(int fd, const std::string& dir) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_nlink <= 1) return "";
+  return " (" + RunLock::file_in(dir) +
+         " is a hard link shared with another folder, as cp -al makes: if that run is the other "
+         "folder's, remove this folder's " +
+         RunLock::file_in(dir) + " and start again)";
+}
+
+// What mosgrad writes in its lock file: nothing yet, or the holder's line ("process N (...)").
+// Anything else is a user's file that happens to have the name, and is never written over.
+bool holds_a_lock_note(int fd) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  char head[8];
+  const ssize_t n = ::pread(fd, head, sizeof(head), 0);
+  return n == 0 || (n == sizeof(head) && std::memcmp(head, "process ", sizeof(head)) == 0);
+}
+
+bool same_inode(int fd, const std::string& path) {
+  struct stat a {
+  }, b{};
+  return ::fstat(fd, &a) == 0 && ::lstat(path.c_str(), &b) == 0 && a.st_dev == b.st_dev &&
+         a.st_ino == b.st_ino;
+}
+
+// We hold the lock of a file that is also another folder's (a hard link): this folder gets a
+// locked file of its own at the name, and the shared one is let go. Done while holding the shared
+// file's lock, so no run of either folder holds it meanwhile; a process of this folder that opened
+// the shared file before the rename finds, once it holds that, that it is no longer at the name
+// (the constructor's same_inode check) and starts again. Returns the new descriptor, or `fd` when
+// any step fails (the shared lock then serves as before).
+int own_lock_file(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || st.st_nlink <= 1) return fd;
+  const std::string tmp = temporary_name(path, ::getpid(), 0);
+  const int own = file_ops::open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
+  if (own < 0) return fd;
+  if (::flock(own, LOCK_EX | LOCK_NB) != 0 || file_ops::rename(tmp, path) != 0) {
+    ::unlink(tmp.c_str());
+    ::close(own);
+    return fd;
+  }
+  ::close(fd);
+  return own;
+}
+
 }  // namespace
 
 std::runtime_error RunLock::in_use(const std::string& dir, const std::string& who,
@@ -43,7 +95,7 @@ std::string RunLock::holder(const std::string& dir) {
   const int fd = ::open(file_in(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return "";  // no lock file (or none we can read): the constructor says what is wrong
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-  const std::string who = held ? holder_line(fd) : "";
+  const std::string who = held ? holder_line(fd) + shared_lock_hint(fd, dir) : "";
   ::close(fd);  // also releases the shared lock, if taken
   return who;
 }
@@ -54,25 +106,46 @@ void RunLock::refuse_if_held(const std::string& dir, const std::string& flag) {
 
 RunLock::RunLock(const std::string& dir, const std::string& command, const std::string& flag) {
   const std::string path = file_in(dir);
-  fd_ = file_ops::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
-  if (fd_ < 0)
-    throw std::runtime_error("cannot open the run directory's lock " + path + ": " +
-                             std::strerror(errno) +
-                             (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
-  // Another process may be asking who holds the lock (holder(): a shared lock for an instant);
-  // a lock that is still taken after a moment is a run's.
-  for (int tries = 1; ::flock(fd_, LOCK_EX | LOCK_NB) != 0; ++tries) {
-    const int err = errno;
-    if (err == EWOULDBLOCK && tries < kTries) {
-      ::usleep(kRetryMicroseconds);
-      continue;
+  for (int tries = 1;; ++tries) {
+    fd_ = file_ops::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
+    if (fd_ < 0)
+      throw std::runtime_error("cannot open the run directory's lock " + path + ": " +
+                               std::strerror(errno) +
+                               (errno == ELOOP ? " (it is a symlink; remove it)" : ""));
+    if (!holds_a_lock_note(fd_)) {
+      ::close(fd_);
+      fd_ = -1;
+      throw std::runtime_error(path +
+                               " is not a lock mosgrad wrote (its lock files hold one line, "
+                               "\"process N (command), started ...\"); mosgrad never writes over "
+                               "it: move it away, or choose another " +
+                               flag);
     }
-    const std::runtime_error error = in_use(dir, holder_line(fd_), flag);
+    // Another process may be asking who holds the lock (holder(): a shared lock for an instant);
+    // a lock that is still taken after a moment is a run's.
+    int err = 0;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      err = errno;
+      if (err != EWOULDBLOCK || tries >= kTries) break;
+      ++tries;
+      err = 0;
+      ::usleep(kRetryMicroseconds);
+    }
+    if (err != 0) {
+      const std::runtime_error error =
+          in_use(dir, holder_line(fd_) + shared_lock_hint(fd_, dir), flag);
+      ::close(fd_);
+      fd_ = -1;
+      if (err == EWOULDBLOCK) throw error;
+      throw std::runtime_error("cannot lock " + path + ": " + std::strerror(err));
+    }
+    // The file we hold may have left the name meanwhile (another process of this folder gave it a
+    // lock file of its own, below): then the lock to take is the one at the name now.
+    if (same_inode(fd_, path)) break;
     ::close(fd_);
-    fd_ = -1;
-    if (err == EWOULDBLOCK) throw error;
-    throw std::runtime_error("cannot lock " + path + ": " + std::strerror(err));
+    if (tries >= kTries) throw std::runtime_error("cannot lock " + path + ": it keeps changing");
   }
+  fd_ = own_lock_file(fd_, path);
   // Ours now: say who holds it, for the message a second run will print.
   char when[32] = "?";
   const std::time_t now = std::time(nullptr);

@@ -6,7 +6,11 @@
 // How: flock(2) on "<dir>/mosgrad.lock", which the holder fills with a line describing itself.
 // The kernel releases a flock when its process ends, however it ends (kill -9 included), so a
 // crashed run never leaves a stale lock behind; the file itself stays, and the next run reuses it.
-// The file is opened without following symlinks, so a link planted at its name is an error.
+// The file is opened without following symlinks, so a link planted at its name is an error, and
+// a file there that holds anything but such a line is the user's, and is refused, not written.
+// A folder copied with `cp -al` shares its lock file with the original: the first run to take it
+// (in either folder) gives its folder a lock file of its own; a refusal while the other folder's
+// run holds the shared one says so.
 #pragma once
 
 #include <stdexcept>

@@ -59,6 +59,80 @@ TEST(RunDirectory, ASymlinkAtTheLocksNameIsAnError) {
   EXPECT_FALSE(std::filesystem::exists(target));  // nothing was created through the link
 }
 
+// A file of the user's that happens to be named mosgrad.lock is not written over (mosgrad's own
+// hold nothing or the holder's line); an empty one, a lock whose note was never written, is
+// mosgrad's.
+TEST(RunDirectory, AUsersFileAtTheLocksNameIsNeverWrittenOver) {
+  const mgtest::TempDir dir;
+  const std::string lock = RunLock::file_in(dir.str());
+  mgtest::write_bytes(lock, "my notes on this run\n");
+  const std::string e = mgtest::error_of([&] { RunLock l(dir.str(), "mosgrad train", "--out"); });
+  EXPECT_HAS(e, lock + " is not a lock mosgrad wrote");
+  EXPECT_HAS(e, "choose another --out");
+  EXPECT_EQ(mgtest::read_bytes(lock), "my notes on this run\n");
+  mgtest::write_bytes(lock, "");
+  EXPECT_EQ(mgtest::error_of([&] { RunLock l(dir.str(), "mosgrad train"); }), "");
+}
+
+// `cp -al run copy` hard-links every file, the lock too. While the original's run holds the
+// shared file, the copy's refusal says why and what to do; a run in either folder when none holds
+// it gives that folder a lock file of its own (the other's note stays as it was), so the two
+// folders then lock apart.
+TEST(RunDirectory, AHardLinkedCopysLockBecomesItsOwn) {
+  const mgtest::TempDir original, copy;
+  const std::string lock = RunLock::file_in(original.str()), copied = RunLock::file_in(copy.str());
+  {
+    const RunLock running(original.str(), "mosgrad train --save original");
+    std::filesystem::create_hard_link(lock, copied);  // copied while its run goes on
+    const std::string e = mgtest::error_of([&] { RunLock l(copy.str(), "mosgrad train"); });
+    EXPECT_HAS(e, "is in use by process");
+    EXPECT_HAS(e, copied + " is a hard link shared with another folder, as cp -al makes");
+    EXPECT_HAS(RunLock::holder(copy.str()), "hard link shared with another folder");
+  }
+  const std::string note = mgtest::read_bytes(lock);
+  {
+    const RunLock in_copy(copy.str(), "mosgrad train --save copy");
+    EXPECT_EQ(std::filesystem::hard_link_count(lock), 1u);
+    EXPECT_EQ(std::filesystem::hard_link_count(copied), 1u);
+    EXPECT_EQ(mgtest::read_bytes(lock), note);
+    EXPECT_HAS(mgtest::read_bytes(copied), "(mosgrad train --save copy)");
+    EXPECT_EQ(mgtest::error_of([&] { RunLock l(original.str(), "mosgrad train"); }), "");
+    EXPECT_HAS(mgtest::error_of([&] { RunLock l(copy.str(), "mosgrad train"); }),
+               "is in use by process");
+  }
+  for (const auto& e : std::filesystem::directory_iterator(copy.str()))  // no temporary left
+    EXPECT_EQ(e.path().filename(), "mosgrad.lock");
+}
+
+// Two runs start in a hard-linked copy at once. The first holds the shared file for an instant,
+// gives the copy a locked file of its own and lets the shared one go; the second, which opened
+// the shared file before that and takes it once let go, must see that it is no longer the lock at
+// the name, and be refused by the one that is.
+TEST(RunDirectory, ALockFileThatLeftTheNameIsNotTheLock) {
+  const mgtest::TempDir original, copy;
+  const std::string lock = RunLock::file_in(original.str()), copied = RunLock::file_in(copy.str());
+  { const RunLock first(original.str(), "mosgrad train --save original"); }
+  std::filesystem::create_hard_link(lock, copied);
+  const int shared = ::open(copied.c_str(), O_RDWR | O_CLOEXEC);  // the first run, on the old file
+  ASSERT_GE(shared, 0);
+  ASSERT_EQ(::flock(shared, LOCK_EX | LOCK_NB), 0);
+  std::string second_error = "(not run)";
+  std::thread second([&] {
+    second_error = mgtest::error_of([&] { RunLock l(copy.str(), "mosgrad train --save copy"); });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // it waits on the shared file
+  const std::string own = copied + ".own";  // the first run's file of its own, locked
+  mgtest::write_bytes(own, "");
+  const int own_fd = ::open(own.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(own_fd, 0);
+  ASSERT_EQ(::flock(own_fd, LOCK_EX | LOCK_NB), 0);
+  std::filesystem::rename(own, copied);
+  ::close(shared);  // the shared file let go
+  second.join();
+  EXPECT_HAS(second_error, "is in use by");
+  ::close(own_fd);
+}
+
 TEST(RunDirectory, TrainingRefusesADirectoryAnotherRunHolds) {
   const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("locked"));
   TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("locked"));

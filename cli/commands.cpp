@@ -104,8 +104,9 @@ CommandLine parse_command(int argc, char** argv) {
   c.command = argv[1];
   c.words.assign(argv, argv + argc);
   const Command& row = find_command(c.command);
-  CommandLine probe;  // the table's shape alone: which flags are switches
-  const std::vector<std::string> switches = switches_of(row.flags ? row.flags(probe) : FlagTable{});
+  CommandLine probe;  // the table's shape alone: its names, and which flags are switches
+  const FlagTable names = row.flags ? row.flags(probe) : FlagTable{};
+  const std::vector<std::string> switches = switches_of(names);
   // The positional word (plot's RUN_DIR) is taken out; every other word is a flag or its value.
   std::vector<char*> words(argv, argv + 2);
   std::string positional;
@@ -119,6 +120,9 @@ CommandLine parse_command(int argc, char** argv) {
       positional = w;
       continue;
     }
+    // An unknown name is named as such first, before its value is looked for.
+    if (w.rfind("--", 0) == 0 && w.size() > 2 && w[2] != '-' && w != "--help")
+      require_known_flag(names, c.command, w.substr(2, w.find('=') - 2));
     words.push_back(argv[i]);
     if (row.positional && takes_value(w, switches) && i + 1 < argc) words.push_back(argv[++i]);
   }

@@ -173,6 +173,14 @@ void apply_flag(const FlagTable& table, const std::string& command, const std::s
   const std::string name = normalise(raw_name);
   for (const Flag& f : table)
     if (normalise(f.name) == name) return f.set(text);
+  require_known_flag(table, command, raw_name);
+}
+
+void require_known_flag(const FlagTable& table, const std::string& command,
+                        const std::string& raw_name) {
+  const std::string name = normalise(raw_name);
+  for (const Flag& f : table)
+    if (normalise(f.name) == name) return;
   std::string closest;
   size_t best = 4;  // suggest only near misses
   for (const Flag& f : table) {
@@ -247,6 +255,9 @@ ParsedArgs parse_command_line(const std::string& command, int argc, char** argv,
     if ((s.rfind("--", 0) != 0 || s.size() == 2) && !bare_switch.empty())
       throw std::invalid_argument("--" + bare_switch + " expects true or false, got '" + s +
                                   "' (--" + bare_switch + " alone means true)");
+    if (s.rfind("---", 0) == 0)
+      throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
+                                  ": one dash too many; flags are written --name value");
     if (s.rfind("--", 0) != 0 || s.size() == 2)
       throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
                                   ": flags are written --name value (for example --preset " + s +

@@ -53,6 +53,10 @@ double parse_number_flag(const std::string& flag, const std::string& text);
 // "unknown flag --name for <command> (see mosgrad <command> --help)", with the closest known name.
 void apply_flag(const FlagTable& table, const std::string& command, const std::string& name,
                 const std::string& text);
+// The same error for a name the table lacks, and nothing when it has it: for the names of a
+// command line before their values are read (an unknown last flag is unknown, not "needs a value").
+void require_known_flag(const FlagTable& table, const std::string& command,
+                        const std::string& name);
 
 // A flag's default as --help and docs/cli.md print it: what its get() reads back from the command's
 // defaults (true/false for switches, numbers to 6 digits); empty when the row has no get or no value.

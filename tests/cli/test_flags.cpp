@@ -103,6 +103,21 @@ TEST(Flags, TheCommandLineSaysWhatToWrite) {
              "unexpected argument 'tiny' for train");
   EXPECT_HAS(invalid_of([&] { parse({"mosgrad", "train", "--bptt"}); }), "--bptt needs a value");
   EXPECT_EQ(invalid_of([&] {
+              parse({"mosgrad", "train", "---words", "5"});
+            }),
+            "unexpected argument '---words' for train: one dash too many; flags are written "
+            "--name value");
+  // A name the command lacks is unknown wherever it stands, also last, with no value after it.
+  for (const std::vector<std::string>& words :
+       {std::vector<std::string>{"mosgrad", "train", "--bogus"},
+        {"mosgrad", "train", "--bogus", "--lr", "2"},
+        {"mosgrad", "plot", "--bogus=1", "runs/x"}})
+    EXPECT_HAS(invalid_of([&] { parse_command(words); }), "unknown flag --bogus for " + words[1]);
+  EXPECT_HAS(invalid_of([&] {
+               parse_command({"mosgrad", "generate", "--word"});
+             }),
+             "unknown flag --word for generate (did you mean --words?)");
+  EXPECT_EQ(invalid_of([&] {
               parse({"mosgrad", "train", "--resume", "maybe"});
             }),
             "--resume expects true or false, got 'maybe' (--resume alone means true)");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <new>
 #include <stdexcept>
 
 #include "cli/flag_tables.h"
@@ -258,7 +259,17 @@ int run_mosgrad(int argc, char** argv) {
     return 0;
   }
   if (c.threads() > 0) set_num_threads(static_cast<int>(c.threads()));
-  return find_command(command).run(c);
+  try {
+    return find_command(command).run(c);
+  } catch (const std::bad_alloc&) {
+    // What std::bad_alloc says ("std::bad_alloc") tells a student nothing. (A tensor's allocation
+    // says which tensor, tensor/allocator.cpp; this is any other: a file read whole, a matrix.)
+    throw std::runtime_error(
+        "out of memory: mosgrad " + command +
+        " needed more memory than this machine, or the limit it runs under (ulimit -v, a "
+        "container's), allows. Free memory, raise the limit, or ask for less (a smaller model, "
+        "--batch_size, rank's --contexts)");
+  }
 }
 
 }  // namespace mg

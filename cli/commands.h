@@ -47,7 +47,7 @@ std::string command_help(CommandLine c);
 std::string cli_markdown();
 
 // The program: `mosgrad <command> [flags]`, `mosgrad help [--markdown]`. Returns the exit status;
-// errors are exceptions (cli/mosgrad.cpp prints them).
+// errors are exceptions (cli/mosgrad.cpp prints them), running out of memory one that says so.
 int run_mosgrad(int argc, char** argv);
 
 }  // namespace mg

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "nn/heads.h"
 #include "tensor/allocator.h"
@@ -109,10 +111,15 @@ void check_training_memory(const TrainConfig& cfg, int64_t ntoken, int64_t avail
   if (e.total() <= available) return;
   // The largest term says which flags matter.
   std::string lower;
-  if (e.logits >= e.weights && e.logits >= e.activations)
-    lower = "--batch_size, --bptt, --max_seq_len_delta or --n_experts (the head's logits are "
-            "B x T x K rows of V)";
-  else if (e.activations >= e.weights)
+  if (e.logits >= e.weights && e.logits >= e.activations) {  // only flags this run reads
+    std::vector<std::string> flags = {"--batch_size", "--bptt"};
+    if (cfg.variable_bptt) flags.push_back("--max_seq_len_delta");
+    if (cfg.model.reads("n_experts")) flags.push_back("--n_experts");
+    for (size_t i = 0; i < flags.size(); ++i)
+      lower += (i == 0 ? "" : i + 1 == flags.size() ? " or " : ", ") + flags[i];
+    lower += cfg.model.reads("n_experts") ? " (the head's logits are B x T x K rows of V)"
+                                          : " (the head's logits are B x T rows of V)";
+  } else if (e.activations >= e.weights)
     lower = "--batch_size, --bptt or --nhid/--nhidlast (one step's activations), or split the "
             "batch with --grad_groups";
   else

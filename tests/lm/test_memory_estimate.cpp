@@ -10,6 +10,7 @@
 #include "lm/memory_estimate.h"
 #include "lm/train.h"
 #include "tests/test_trainer_util.h"
+#include "tests/test_util.h"
 
 using namespace mg;
 
@@ -67,8 +68,18 @@ TEST(MemoryEstimate, ARunThatCannotFitIsRefusedNamingTheFlagsToLower) {
     check_training_memory(small, 10000, need - 1);
     ADD_FAILURE() << "a run needing one byte more than the machine has was not refused";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("--batch_size"), std::string::npos) << e.what();
+    EXPECT_HAS(std::string(e.what()),
+               "lower --batch_size, --bptt, --max_seq_len_delta or --n_experts (the head's "
+               "logits are B x T x K rows of V)");
   }
+  // Only the flags the run reads: a softmax head has no experts, a fixed BPTT no delta (V =
+  // 100,000: the logits are the largest term).
+  TrainConfig fixed = preset_config("small-softmax");
+  fixed.variable_bptt = false;
+  const int64_t fixed_need = estimate_training_memory(fixed, 100000).total();
+  EXPECT_HAS(mgtest::error_of<std::invalid_argument>(
+                 [&] { check_training_memory(fixed, 100000, fixed_need - 1); }),
+             "lower --batch_size or --bptt (the head's logits are B x T rows of V)");
   try {
     check_training_memory(huge_config(), 10000, 16 * kGiB);
     ADD_FAILURE() << "a 0.5 TB model was not refused on a 16 GiB machine";

@@ -25,4 +25,10 @@ int run_import(CommandLine& c);
 int run_rank(CommandLine& c);
 int run_bottleneck_demo_command(CommandLine& c);
 
+// What train, finetune and reproduce do with Ctrl-C, SIGTERM and SIGHUP (on_stop_signal): stop
+// cleanly after the step (lm/training_stop.h), or at once on a second signal or during the final
+// test; SIGPIPE is ignored.
+void stop_cleanly_on_signals();
+void on_stop_signal(int sig);
+
 }  // namespace mg

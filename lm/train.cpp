@@ -239,8 +239,16 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   if (st.epoch == first_epoch) redraw_curves();  // a resume of a finished run
 
   result.steps = st.step, result.best_val_loss = run.best.loss;  // what best.ckpt holds
-  if (cfg.test_at_end && writes_files && std::filesystem::exists(files.best))
-    result.tested = true, result.test_loss = test_best_model(run);  // batch size 1: rank 0 alone
+  if (cfg.test_at_end && writes_files && std::filesystem::exists(files.best)) {
+    const StopAtOnce at_once;  // from now a stop signal ends the program: every file is saved
+    if (training_stop_requested()) {  // asked during the last epoch's validation or saves
+      result.stop_reason = kInterruptedReason;
+      say("stopped before the test: mosgrad eval --split test --model " + files.best +
+          " scores it");
+    } else {
+      result.tested = true, result.test_loss = test_best_model(run);  // batch size 1: rank 0 alone
+    }
+  }
   return result;
 }
 

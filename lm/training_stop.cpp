@@ -8,7 +8,18 @@ namespace mg {
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;
+volatile std::sig_atomic_t g_at_once = 0;
 }  // namespace
+
+StopAtOnce::StopAtOnce() {
+  g_at_once = 1;
+}
+StopAtOnce::~StopAtOnce() {
+  g_at_once = 0;
+}
+bool stop_at_once() {
+  return g_at_once != 0;
+}
 
 void request_training_stop() {
   g_stop = 1;

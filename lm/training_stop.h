@@ -16,6 +16,19 @@ void request_training_stop();
 bool training_stop_requested();
 void clear_training_stop();
 
+// While the final test runs (an evaluation at batch size 1, minutes on a real preset, with every
+// file already saved), a stop signal must end the program at once rather than wait for a step
+// that never comes: the `mosgrad` command's signal handler reads this and re-raises the signal.
+// Set for the lifetime of one object.
+class StopAtOnce {
+ public:
+  StopAtOnce();
+  ~StopAtOnce();
+  StopAtOnce(const StopAtOnce&) = delete;
+  StopAtOnce& operator=(const StopAtOnce&) = delete;
+};
+bool stop_at_once();
+
 // The reason an interrupted run gives (a budget stop validates first; an interrupted one does not).
 extern const char* const kInterruptedReason;
 

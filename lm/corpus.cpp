@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "io/crc32.h"
+#include "io/json.h"
 #include "io/read_file.h"
 #include "io/strf.h"
 
@@ -264,9 +265,25 @@ void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::stri
   for (int64_t i = 0; i < corpus.size(); ++i)
     if (corpus.word(i) != trained.word(i))
       throw std::runtime_error(
-          what + " was trained on another vocabulary: word " + std::to_string(i) + " is '" +
-          trained.word(i) + "' there and '" + corpus.word(i) +
-          "' in the corpus (the same words in another order would score nonsense)");
+          what + " was trained on another vocabulary: word " + std::to_string(i) + " is " +
+          shown_word(trained.word(i)) + " there and " + shown_word(corpus.word(i)) +
+          " in the corpus (the same words in another order would score nonsense)");
+}
+
+bool corpus_can_hold(const std::string& word) {
+  Vocab scratch;
+  try {  // the line "word": the word itself, then the line's <eos>
+    const std::vector<int64_t> ids = tokenize_text(word, "a stored word", scratch, true);
+    return ids.size() == 2 && scratch.word(ids[0]) == word;
+  } catch (const std::runtime_error&) {  // empty, or a NUL byte
+    return false;
+  }
+}
+
+std::string shown_word(const std::string& word) {
+  for (const char c : word)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return json_string(word);
+  return "'" + word + "'";
 }
 
 std::string corpus_fingerprint(const Corpus& corpus) {

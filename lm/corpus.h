@@ -100,4 +100,13 @@ std::string resolve_data_dir(const std::string& explicit_dir = "");
 // same size is not enough (the same words in another order score nonsense). `what` names the file.
 void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::string& what);
 
+// Whether a corpus read by the rules above can hold `word` as one token: not empty, no whitespace
+// (Python's, Unicode's too) and no NUL byte in it. A stored vocabulary with any other word could
+// never match a corpus.
+bool corpus_can_hold(const std::string& word);
+
+// A word as error messages show it: 'word', or a JSON string ("a\rb") when it holds a control
+// character that would print invisibly or cut the message short.
+std::string shown_word(const std::string& word);
+
 }  // namespace mg

@@ -23,9 +23,14 @@ Vocab split_vocab(const std::string& text, const std::string& file) {
   std::string word;
   while (std::getline(in, word)) {
     const int64_t line = vocab.size() + 1;
+    if (!corpus_can_hold(word))
+      throw std::runtime_error(file + ": the stored vocabulary's word " + std::to_string(line) +
+                               ", " + shown_word(word) +
+                               ", is no word a corpus can hold (it is empty, or has whitespace or "
+                               "a NUL byte in it): no corpus could ever be scored with this model");
     if (const int64_t before = vocab.find(word); before >= 0)
-      throw std::runtime_error(file + ": the stored vocabulary lists the word '" + word +
-                               "' twice (words " + std::to_string(before + 1) + " and " +
+      throw std::runtime_error(file + ": the stored vocabulary lists the word " + shown_word(word) +
+                               " twice (words " + std::to_string(before + 1) + " and " +
                                std::to_string(line) +
                                "); a model's vocabulary names each embedding row once");
     vocab.add(word);

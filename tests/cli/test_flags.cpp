@@ -327,6 +327,11 @@ TEST(Flags, AnotherVocabularyOfTheSameSizeIsRefused) {
         std::string(e.what()),
         "m.ckpt was trained on another vocabulary: word 1 is 'cat' there and 'the' in the corpus");
   }
+  // A control character shows escaped: "the\r" and "the" would print alike.
+  Vocab crlf;
+  for (const char* w : {"<eos>", "the\r", "cat"}) crlf.add(w);
+  EXPECT_HAS(mgtest::error_of([&] { check_same_vocab(a, crlf, "m.ckpt"); }),
+             "word 1 is \"the\\r\" there and 'the' in the corpus");
   b.add("dog");
   EXPECT_THROW(check_same_vocab(a, b, "m.ckpt"), std::runtime_error);
 }

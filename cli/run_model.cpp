@@ -183,6 +183,12 @@ int run_rank(CommandLine& c) {
   const auto t0 = std::chrono::steady_clock::now();
   require_eval_targets(static_cast<int64_t>(split_ids(corpus, o.split).size()), o.rank.batch_size,
                        "the " + o.split + " split of " + data_dir);
+  // The whole of PTB valid takes minutes: say what is under way before the silence.
+  std::printf(
+      "computing the log-probabilities of %s of the %s split's contexts and their "
+      "singular values...\n",
+      o.rank.contexts > 0 ? std::to_string(o.rank.contexts).c_str() : "all", o.split.c_str());
+  std::fflush(stdout);
   const RankReport r = model_rank(*lm.model, split_ids(corpus, o.split), o.rank);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -255,7 +255,7 @@ int run_pointer(CommandLine& c) {
                             model_cause(o));
   std::printf(
       "%s (batch size 1, %lld targets): model alone ppl %.3f; with the cache (window %lld, "
-      "theta %.3g, lambda %.3g) ppl %.3f\n",
+      "theta %.6g, lambda %.6g) ppl %.3f\n",  // as given: --lambdasm 0.999999 is not 1
       o.split.c_str(), static_cast<long long>(s.size()), std::exp(alone),
       static_cast<long long>(p.window), p.theta, p.lambda, std::exp(with_cache));
   return 0;

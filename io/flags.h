@@ -50,7 +50,8 @@ int64_t parse_int_flag(const std::string& flag, const std::string& text);
 double parse_number_flag(const std::string& flag, const std::string& text);
 
 // Finds `name` ('-' and '_' alike) in the table and sets it; an unknown name throws
-// "unknown flag --name for <command> (see mosgrad <command> --help)", with the closest known name.
+// "unknown flag --name for <command> (did you mean --closest?); see mosgrad <command> --help", the
+// question only when a known name is near.
 void apply_flag(const FlagTable& table, const std::string& command, const std::string& name,
                 const std::string& text);
 // The same error for a name the table lacks, and nothing when it has it: for the names of a

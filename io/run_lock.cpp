@@ -35,9 +35,14 @@ std::string holder_line(int fd) {
 // `cp -al` copies a run folder with its files hard-linked, the lock file too: the two folders'
 // locks are then one file, and a run holding it in either folder makes the other look busy.
 // What the in-use error adds when that may be why.
-std::string shared_lock_hint(int fd, const std::string& dir) {
+// The names the open file `fd` has (2 or more: a hard link); 0 when fstat fails.
+nlink_t link_count(int fd) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_nlink <= 1) return "";
+  return ::fstat(fd, &st) == 0 ? st.st_nlink : 0;
+}
+
+std::string shared_lock_hint(int fd, const std::string& dir) {
+  if (link_count(fd) <= 1) return "";
   return " (" + RunLock::file_in(dir) +
          " is a hard link shared with another folder, as cp -al makes: if that run is the other "
          "folder's, remove this folder's " +
@@ -68,8 +73,7 @@ bool same_inode(int fd, const std::string& path) {
 // (the constructor's same_inode check) and starts again. Returns the new descriptor, or `fd` when
 // any step fails (the shared lock then serves as before).
 int own_lock_file(int fd, const std::string& path) {
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || st.st_nlink <= 1) return fd;
+  if (link_count(fd) <= 1) return fd;
   const std::string tmp = temporary_name(path, ::getpid(), 0);
   const int own = file_ops::open(tmp, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW, 0644);
   if (own < 0) return fd;

@@ -103,8 +103,8 @@ TEST(ProgramErrors, AStopSignalDuringTheFinalTestEndsTheProgramAtOnce) {
 }
 
 // A stop asked before the test begins (during the last validation or saves; here, before a resume
-// of a finished run, which goes straight to its test) skips the test and says how to score the
-// model later; the run counts as interrupted.
+// of a finished run, which goes straight to its test) skips the test; the run counts as
+// interrupted.
 TEST(ProgramErrors, AStopAskedBeforeTheFinalTestSkipsIt) {
   const mg::Corpus corpus = mg::load_corpus(mgtest::write_synthetic_corpus("stop_before_test"));
   mg::TrainConfig cfg = mgtest::small_config(corpus.dir, mgtest::temp_dir("stop_before_test_run"));

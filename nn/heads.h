@@ -30,8 +30,8 @@ struct FusedLossOptions {
   // Logits [N*K,V] up to this many floats (1 GiB, on the CPU and the GPU alike) are kept from
   // forward to backward; larger ones are recomputed chunk by chunk, which costs a fourth
   // N*K x E x V GEMM but keeps memory bounded. mos-paper's 126M logits (504 MB; 198M at variable
-  // BPTT's longest segment, 110) are kept: on the CPU at 256 MB they were recomputed, and its
-  // training ran at 217 instead of 296 tok/s (2 Zen 3 cores, docs/performance.md).
+  // BPTT's longest segment, 110) are kept: recomputing them costs its step a fourth large GEMM
+  // (docs/performance.md).
   int64_t keep_logits_floats = int64_t{256} << 20;
   // Rows per chunk when the logits stream; 0: about 8M logits per chunk (128M on the GPU).
   int64_t stream_chunk_rows = 0;

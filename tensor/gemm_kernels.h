@@ -34,11 +34,10 @@ GemmKernel gemm_default_kernel();             // what kAuto resolves to on this 
 // Whether a single A block (at most mc rows per thread) reads a row-major B in place, rows ldb
 // apart, instead of packing it (gemm.cpp's run_block). The products and their order are the same
 // either way, so are the bits; only the speed differs, and by CPU maker. kAuto reads in place on
-// AMD CPUs only: on Zen (4, 5) it paid (the LSTM step 20 x 400 x 1600 ran at 65-70% of peak
-// packed, 85-90% in place); on an Intel Xeon (Emerald Rapids; bench notes in
-// docs/performance.md) packing was faster on every shape tried, 1.2-2.7x (256 x 3072 x 512 one
-// thread: 46 in place, 141 GFLOP/s packed; the head's d W, 201 x 10000 x 3500 on two threads:
-// 76-152 against 228-270). Tests force each mode to compare them. Set it before GEMMs run.
+// AMD CPUs only: on Zen 4 and 5 it is faster (the LSTM step's 20 x 400 x 1600 most of all); on
+// an Intel Xeon (Emerald Rapids) packing was faster on every shape tried, the head's d W among
+// them (docs/performance.md, What differs by CPU). Tests force each mode to compare them. Set it
+// before GEMMs run.
 enum class BInPlace { kAuto, kAlways, kNever };
 BInPlace set_b_in_place(BInPlace mode);  // returns the previous one
 bool b_read_in_place();                  // what the current mode means on this CPU

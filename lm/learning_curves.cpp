@@ -55,6 +55,9 @@ struct Range {
 const Range kPerplexity{1 - 1e-6, kPlotMax, "a perplexity in [1, 1e300]"};
 const Range kLoss{-1e-6, 690, "a loss in [0, 690] nats per word"};
 const Range kTokens{0, 9e15, "a token count (a whole number >= 0)", false, true};
+// The writer's "epoch" and "step" are counts too; the plot does not draw them, but a line where one
+// is not a count was not written by mosgrad, and is refused like any other edited number.
+const Range kCount{0, 9e15, "a whole number >= 0", false, true};
 
 // The field as a number inside its range; NaN for null. An absent required field, another kind of
 // value or a number outside the range is an error naming the line and the field.
@@ -133,6 +136,8 @@ LearningCurves parse_metrics(const std::string& text, const std::string& path) {
     if (!kind || kind->kind != JsonValue::String) where.fail("no \"kind\" string field");
     ++records;
     const double tokens = number_field(obj, "tokens", kTokens, where);
+    for (const char* count : {"epoch", "step"})
+      if (obj.find(count)) number_field(obj, count, kCount, where);
     if (kind->str == "interval") {
       add_point(c.train, tokens, ppl_field(obj, "ppl", "loss", where));
     } else if (kind->str == "epoch") {

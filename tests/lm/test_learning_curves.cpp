@@ -93,6 +93,12 @@ TEST(Metrics, PlotRefusesNumbersOutOfRangeAndKeepsTheGoodPlot) {
   EXPECT_HAS(error_for(R"({"kind":"interval","tokens":-1,"ppl":300})"), at + "\"tokens\" is -1");
   EXPECT_HAS(error_for(R"({"kind":"interval","tokens":null,"ppl":300})"),
              at + "\"tokens\" is null");
+  EXPECT_HAS(error_for(R"({"kind":"epoch","epoch":"one","tokens":3000,"val_ppl":300})"),
+             at + "\"epoch\" is a string, expected a whole number >= 0");
+  EXPECT_HAS(error_for(R"({"kind":"interval","step":-3,"tokens":3000,"ppl":300})"),
+             at + "\"step\" is -3, expected a whole number >= 0");
+  EXPECT_HAS(error_for(R"({"kind":"stats","step":2.5,"tokens":3000,"sat_f.0":0.5})"),
+             at + "\"step\" is 2.5");
   EXPECT_HAS(error_for(R"({"kind":"stats","tokens":3000,"sat_f.0":1.5})"),
              at + "\"sat_f.0\" is 1.5");
   EXPECT_HAS(error_for(R"({"kind":"stats","tokens":3000,"grad_norm.decoder.bias":-2})"),

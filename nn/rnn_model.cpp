@@ -13,13 +13,13 @@ std::vector<int64_t> ModelConfig::layer_sizes() const {
   if (nlayers < 1)
     throw std::invalid_argument("model: nlayers must be >= 1, got " + std::to_string(nlayers));
   std::vector<int64_t> sizes(static_cast<size_t>(nlayers), nhid);
-  sizes.back() = (!is_mixture(head) && tied) ? emsize : nhidlast;
+  sizes.back() = last_layer_is_nhidlast() ? nhidlast : emsize;
   return sizes;
 }
 
 bool ModelConfig::reads(const std::string& key) const {
   if (key == "n_experts" || key == "dropoutl") return is_mixture(head);
-  if (key == "nhidlast") return is_mixture(head) || !tied;  // as layer_sizes() above
+  if (key == "nhidlast") return last_layer_is_nhidlast();
   if (key == "nhid") return nlayers > 1;
   return true;
 }

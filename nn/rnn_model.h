@@ -32,6 +32,8 @@ struct ModelConfig {
   // Hidden size of each LSTM layer. The last is E for a tied softmax/sigsoftmax head (the decoder
   // is the [V,E] embedding), else nhidlast.
   std::vector<int64_t> layer_sizes() const;
+  // Whether the last layer has nhidlast units: not for a tied softmax/sigsoftmax head (E units).
+  bool last_layer_is_nhidlast() const { return is_mixture(head) || !tied; }
   // Whether the model this config builds reads `key` (a key of to_map()): n_experts and dropoutl
   // only with a mixture head, nhidlast unless the head is a tied one without a mixture (its last
   // layer has E units), nhid only with more than one layer; every other key always. A run made

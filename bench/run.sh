@@ -72,9 +72,15 @@ fam, model = int(info.get("cpu family", "0")), int(info.get("model", "0"))
 core = {0x1A: "Zen 5", 0x19: "Zen 4" if model >= 0x10 else "Zen 3", 0x17: "Zen / Zen 2"}.get(fam, "") \
     if info.get("vendor_id") == "AuthenticAMD" else ""
 kernels = [l.split()[2].rstrip(",") for l in open(os.path.join(out, "gemm.txt")) if l.startswith("# kernel ")]
+# The commit measured, and whether the tree differed from it (this file aside: tee is writing it).
+def git(*args):
+    return subprocess.run(["git"] + list(args), capture_output=True, text=True)
+commit = git("rev-parse", "--short=12", "HEAD").stdout.strip() or "unknown"
+if git("diff", "--quiet", "HEAD", "--", ".", ":!bench/RESULTS.md").returncode == 1:
+    commit += " with uncommitted changes"
 print("# mosgrad benchmark results\n")
-print("%s — %s (%s), %d cores visible, %s threads used; `make bench`.\n" % (
-    datetime.date.today().isoformat(), cpu, isa, os.cpu_count(), threads))
+print("%s — %s (%s), %d cores visible, %s threads used; `make bench` at commit %s.\n" % (
+    datetime.date.today().isoformat(), cpu, isa, os.cpu_count(), threads, commit))
 print("CPU: %s, family %d model %d stepping %s%s; AVX512_BF16 %s, AMX %s. GEMM kernels run: %s.\n" % (
     cpu, fam, model, info.get("stepping", "?"), " (%s)" % core if core else "",
     "yes" if "avx512_bf16" in flags else "no", "yes" if "amx_bf16" in flags else "no",

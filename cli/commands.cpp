@@ -1,8 +1,13 @@
 #include "cli/commands.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -237,7 +242,23 @@ std::string cli_markdown() {
   return md;
 }
 
-int run_mosgrad(int argc, char** argv) {
+namespace {
+
+// A standard stream the caller closed (`mosgrad presets >&-`) would give its number to the next
+// file mosgrad opens, and the lines meant for the terminal would be written into a checkpoint or
+// metrics.jsonl: each closed one is held by /dev/null instead (open takes the lowest free number,
+// so in this order it is the one closed). Returns whether standard output was closed.
+bool hold_closed_standard_streams() {
+  bool stdout_closed = false;
+  for (int fd = 0; fd <= 2; ++fd)
+    if (fcntl(fd, F_GETFD) == -1 && errno == EBADF) {
+      ::open("/dev/null", O_RDWR);
+      stdout_closed = stdout_closed || fd == 1;
+    }
+  return stdout_closed;
+}
+
+int run_command_line(int argc, char** argv) {
   const std::string command = argc > 1 ? argv[1] : "";
   if (command == "help" && argc > 2 && std::string(argv[2]) == "--markdown") {
     std::fputs(cli_markdown().c_str(), stdout);  // docs/cli.md
@@ -270,6 +291,24 @@ int run_mosgrad(int argc, char** argv) {
         "container's), allows. Free memory, raise the limit, or ask for less (a smaller model, "
         "--batch_size, rank's --contexts)");
   }
+}
+
+}  // namespace
+
+int run_mosgrad(int argc, char** argv) {
+  if (hold_closed_standard_streams())
+    throw std::runtime_error(
+        "standard output is closed: mosgrad prints what it computes there; send it to a file, "
+        "or to /dev/null to discard it (> /dev/null, not >&-)");
+  const int code = run_command_line(argc, argv);
+  // What a command printed into a full disk or a closed pipe is lost: an error, not exit 0 (the
+  // results of eval, the samples of generate, docs/cli.md from help --markdown).
+  const int flush_error = std::fflush(stdout) != 0 ? errno : 0;
+  if (flush_error != 0 || std::ferror(stdout))
+    throw std::runtime_error(std::string("could not write to standard output (") +
+                             (flush_error != 0 ? std::strerror(flush_error) : "a write failed") +
+                             "): what mosgrad printed there is incomplete");
+  return code;
 }
 
 }  // namespace mg

@@ -3,7 +3,8 @@
 // Reliability.OutOfMemoryIsAClearErrorNotAnAbort); any other allocation, a file read whole or a
 // matrix of the rank command, is turned by the program into the same kind of error, not the bare
 // "std::bad_alloc" of the standard library. A stop signal during training's final test ends the
-// program at once, every file already saved.
+// program at once, every file already saved. Output that cannot be written is an error.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -118,4 +119,48 @@ TEST(ProgramErrors, AStopAskedBeforeTheFinalTestSkipsIt) {
   EXPECT_EQ(e, "");
   EXPECT_FALSE(r.tested);
   EXPECT_EQ(r.stop_reason, mg::kInterruptedReason);
+}
+
+namespace {
+
+// `mosgrad presets` in a fresh process (a death test) whose standard output `redirect` changed;
+// prints run_mosgrad's error (or "no error") to stderr and exits 0 when it starts with `want`.
+void presets_with_stdout(void (*redirect)(), const std::string& want) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  auto run = [&] {
+    redirect();
+    std::vector<std::string> words = {"mosgrad", "presets"};
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    std::string e = mgtest::error_of<std::exception>(
+        [&] { mg::run_mosgrad(static_cast<int>(argv.size()), argv.data()); });
+    if (e.empty()) e = "no error";
+    // A file opened now must not get standard output's number (1): the lines printed would go
+    // into it.
+    const int fd = ::open("/dev/null", O_RDONLY);
+    std::fprintf(stderr, "%s (next file: %d)\n", e.c_str(), fd);
+    std::exit(e.rfind(want, 0) == 0 && fd != 1 ? 0 : 1);
+  };
+  std::string pattern;  // `want` as a regular expression
+  for (char c : want) pattern += (c == '(' || c == ')' ? "\\" : "") + std::string(1, c);
+  EXPECT_EXIT(run(), testing::ExitedWithCode(0), pattern);
+}
+
+}  // namespace
+
+// Results printed into a full disk are lost: the command fails, saying so, instead of exiting 0
+// with a truncated or empty file (`mosgrad help --markdown > docs/cli.md`, `eval > result.txt`).
+TEST(ProgramErrors, OutputThatCannotBeWrittenIsAnError) {
+  presets_with_stdout(
+      [] {
+        const int full = ::open("/dev/full", O_WRONLY);
+        if (full < 0 || ::dup2(full, 1) != 1) std::exit(2);
+      },
+      "could not write to standard output (No space left on device)");
+}
+
+// A closed standard output (`mosgrad presets >&-`) is refused before any work, and its number is
+// held, so no file mosgrad opens can take it.
+TEST(ProgramErrors, AClosedStandardOutputIsRefused) {
+  presets_with_stdout([] { ::close(1); }, "standard output is closed");
 }

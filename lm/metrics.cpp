@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "io/atomic_file.h"
@@ -142,23 +143,37 @@ void drop_records_after(const std::string& path, int64_t step) {
                              "' is a symlink; mosgrad never writes through one: remove it");
   std::ifstream in(path, std::ios::binary);
   if (!in) return;
-  // A last line without its newline (kept below when it parses) would have the next record
-  // appended onto it: such a file is rewritten too, every kept line ending in '\n'.
-  in.seekg(0, std::ios::end);
-  bool dropped = false;
-  if (in.tellg() > 0) {
-    in.seekg(-1, std::ios::end);
-    dropped = in.get() != '\n';
-  }
-  in.seekg(0);
-  std::string kept, line;
-  while (std::getline(in, line)) {
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  in.close();
+  // A last line without its newline is what a kill mid-write leaves: dropped when it does not
+  // parse, and when it does, the file is rewritten too, so that the next record is not appended
+  // onto it. Any other line that does not parse was not written so by mosgrad (every line goes
+  // out whole): it is someone's, and is refused, not dropped unseen.
+  bool dropped = !text.empty() && text.back() != '\n';
+  std::string kept;
+  size_t line_no = 0;
+  for (size_t begin = 0; begin < text.size();) {
+    size_t end = text.find('\n', begin);
+    const bool unterminated = end == std::string::npos;
+    if (unterminated) end = text.size();
+    const std::string line = text.substr(begin, end - begin);
+    begin = end + 1, ++line_no;
     bool past = false;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) {  // a blank line: no record
+      kept += line + "\n";
+      continue;
+    }
     try {
       const JsonValue record = parse_json(line);
       const JsonValue* s = record.find("step");
       past = s && s->kind == JsonValue::Number && s->number > static_cast<double>(step);
-    } catch (const std::exception&) {  // a torn last line from a kill: not a record, drop it too
+    } catch (const std::exception& e) {
+      if (!unterminated)
+        throw std::runtime_error(
+            "metrics file " + path + ":" + std::to_string(line_no) + ": not a metrics record (" +
+            e.what() +
+            "); mosgrad writes each line whole, so this one was changed after it was written: "
+            "correct or remove it, then resume (nothing was changed)");
       past = true;
     }
     if (past)
@@ -166,7 +181,6 @@ void drop_records_after(const std::string& path, int64_t step) {
     else
       kept += line + "\n";
   }
-  in.close();
   if (dropped) write_file_atomically(path, kept);
 }
 

@@ -93,8 +93,9 @@ std::string set_aside_old_metrics(const std::string& path);
 
 // A resumed run continues from its checkpoint's step, but the file may hold records written after
 // that checkpoint, before the run was killed: drops every record whose "step" is past `step`
-// (rewriting the file atomically), so the resumed run does not repeat steps. A line that does not
-// parse (torn by the kill) goes too; a missing file is left missing.
+// (rewriting the file atomically), so the resumed run does not repeat steps. An unterminated last
+// line that does not parse (torn by the kill) goes too; any other line that does not parse is an
+// error naming it, and the file is left as it was. A missing file is left missing.
 void drop_records_after(const std::string& path, int64_t step);
 
 // Whether the file holds the validation of a --max-steps / --max-minutes stop at `step` (an epoch

@@ -184,3 +184,28 @@ TEST(Reliability, AStopRecordsItsValidationInTheMetricsFile) {
   EXPECT_HAS(text, "\"at_stop\":true");
   EXPECT_TRUE(std::isfinite(r.final_val_loss));
 }
+
+// Every line mosgrad writes goes out whole, so a line that does not parse and is not an
+// unterminated last one (a kill's torn write) was put there by someone: a resume refuses it,
+// naming the line, and leaves the file as it was, instead of dropping it with the records after
+// the checkpoint.
+TEST(MetricsFile, AResumeRefusesALineMosgradDidNotWriteAndChangesNothing) {
+  const mgtest::TempDir dir;
+  const std::string path = dir.file("metrics.jsonl");
+  const std::string r10 = "{\"kind\":\"interval\",\"epoch\":1,\"step\":10,\"tokens\":100}\n",
+                    r20 = "{\"kind\":\"interval\",\"epoch\":1,\"step\":20,\"tokens\":200}\n";
+  for (const std::string& text : {r10 + "{garbage line\n" + r20, r10 + r20 + "my note\n"}) {
+    mgtest::write_bytes(path, text);
+    const size_t bad_line = text.find("garbage") != std::string::npos ? 2 : 3;
+    const std::string e = mgtest::error_of([&] { drop_records_after(path, 15); });
+    EXPECT_NE(e.find(path + ":" + std::to_string(bad_line) + ": not a metrics record"),
+              std::string::npos)
+        << e;
+    EXPECT_EQ(read_file(path, "metrics"), text);
+  }
+  // A torn last line (no newline) is still dropped, with the records past the checkpoint; a blank
+  // line is no record and stays.
+  mgtest::write_bytes(path, r10 + "\n" + r20 + "{\"kind\":\"inter");
+  drop_records_after(path, 15);
+  EXPECT_EQ(read_file(path, "metrics"), r10 + "\n");
+}

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "cuda/backend.h"
+#include "io/strf.h"
 #include "lm/column_groups.h"
 #include "lm/evaluate.h"
 #include "lm/recipe_rules.h"
@@ -130,6 +131,20 @@ void check_same_architecture(const ModelConfig& trained, const ModelConfig& flag
                                   " (finetune with the flags it was trained with)");
 }
 
+// The dropouts may differ (above), but not unseen: the flags that differ from the trained model's,
+// one "--key value (trained with V)" each, "" when none does.
+std::string changed_dropouts(const ModelConfig& trained, const ModelConfig& flags) {
+  const std::map<std::string, std::string> have = trained.to_map(), want = flags.to_map();
+  std::string changed;
+  for (const char* key : {"dropout", "dropouth", "dropouti", "dropoute", "dropoutl", "wdrop"}) {
+    if (!flags.reads(key) || have.at(key) == want.at(key)) continue;
+    changed += std::string(changed.empty() ? "" : ", ") + "--" + key + " " +
+               strf("%g", std::stod(want.at(key))) + " (trained with " +
+               strf("%g", std::stod(have.at(key))) + ")";
+  }
+  return changed;
+}
+
 }  // namespace
 
 void start_state(Run& r, RNNModel& model) {
@@ -138,6 +153,7 @@ void start_state(Run& r, RNNModel& model) {
   TrainState& st = r.st;
   r.model = &model;
   r.hidden = model.init_hidden(cfg.batch_size);
+  std::string dropouts_changed;
   if (r.finetune) {
     const Checkpoint ck = load_checkpoint(files.best);
     const LoadedModel trained = model_from_checkpoint(ck);
@@ -147,6 +163,7 @@ void start_state(Run& r, RNNModel& model) {
     // finetuned as this head and saved over the trained model.
     check_same_vocab(r.corpus.vocab, trained.vocab, files.best);
     check_same_architecture(trained.model->config, model.config, files.best);
+    dropouts_changed = changed_dropouts(trained.model->config, model.config);
     load_parameters(model, ck.tensors, "model.", files.best);
     st.optimizer = OptimizerKind::ASGD;
   } else if (cfg.optimizer == "adam") {
@@ -161,6 +178,9 @@ void start_state(Run& r, RNNModel& model) {
     st.best_val = validation_loss(r, model);
     r.say("finetuning from " + files.best + " (valid ppl " + std::to_string(std::exp(st.best_val)) +
           ")");
+    if (!dropouts_changed.empty())
+      r.say("finetuning with other dropouts than " + files.best + " was trained with: " +
+            dropouts_changed + "; the same flags as its training give the MoS recipe's finetune");
   }
   r.say(model.config.summary() + ", " + std::to_string(model.parameter_count()) + " parameters, " +
         (cfg.device == Device::CUDA

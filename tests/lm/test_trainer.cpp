@@ -331,3 +331,38 @@ TEST(Trainer, SpeedrunPresetsAreWholeRecipesThatTrain) {
   }
   EXPECT_GT(preset_config("ptb-3h").epochs, 2 * preset_config("ptb-1h").epochs);
 }
+
+// A finetune may use other dropouts than the model's training (they shape the steps, not the
+// weights), but its first lines name each one that differs, with the trained value; the same
+// flags print no such line.
+TEST(Trainer, AFinetuneNamesTheDropoutsThatDifferFromTraining) {
+  const Corpus corpus = load_corpus(write_synthetic_corpus("finetune_dropouts"));
+  TrainConfig cfg = small_config(corpus.dir, temp_dir("finetune_dropouts"));
+  cfg.epochs = 1;
+  train_lm(cfg, corpus);
+  auto finetune_prints = [&](const TrainConfig& ft) {
+    const std::string save = temp_dir("finetune_dropouts_ft");
+    std::filesystem::copy_file(cfg.save + "/best.ckpt", save + "/best.ckpt");
+    TrainConfig run = ft;
+    run.save = save, run.max_steps = 1;
+    char* text = nullptr;
+    size_t size = 0;
+    std::FILE* out = open_memstream(&text, &size);
+    ProgressDisplay display(out, false);
+    TrainHooks hooks;
+    hooks.display = &display;
+    train_lm(run, corpus, hooks, true);
+    std::fclose(out);
+    const std::string printed(text, size);
+    std::free(text);
+    return printed;
+  };
+  EXPECT_EQ(finetune_prints(cfg).find("other dropouts"), std::string::npos);
+  TrainConfig changed = cfg;
+  changed.model.dropout = 0, changed.model.wdrop = 0.5f;
+  EXPECT_HAS(
+      finetune_prints(changed),
+      "finetuning with other dropouts than " + temp_dir("finetune_dropouts_ft") +
+          "/best.ckpt was trained with: --dropout 0 (trained with 0.2), --wdrop 0.5 (trained "
+          "with 0.2)");
+}

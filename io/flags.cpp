@@ -1,6 +1,7 @@
 #include "io/flags.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -57,8 +58,13 @@ double parse_number_flag(const std::string& flag, const std::string& text) {
   errno = 0;
   char* end = nullptr;
   const double v = text.empty() ? 0 : std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])))
+  // strtod also reads hexadecimal (0x1p-3); the whole-number flags do not, and neither do these.
+  if (text.empty() || *end != '\0' || std::isspace(static_cast<unsigned char>(text[0])) ||
+      text.find_first_of("xX") != std::string::npos)
     throw std::invalid_argument("--" + flag + " expects a number, got '" + text + "'");
+  if (errno == ERANGE && std::fabs(v) < 1)
+    throw std::invalid_argument("--" + flag + " is too close to 0 to hold, got '" + text +
+                                "' (write 0, or a number above 1e-300)");
   if (errno == ERANGE || !std::isfinite(v))
     throw std::invalid_argument("--" + flag + " must be a finite number, got '" + text + "'");
   return v;
@@ -179,6 +185,8 @@ void apply_flag(const FlagTable& table, const std::string& command, const std::s
 void require_known_flag(const FlagTable& table, const std::string& command,
                         const std::string& raw_name) {
   const std::string name = normalise(raw_name);
+  if (name == "help")  // --help=yes: the help switch with a value
+    throw std::invalid_argument("--help takes no value: write --help alone");
   for (const Flag& f : table)
     if (normalise(f.name) == name) return;
   std::string closest;
@@ -258,6 +266,11 @@ ParsedArgs parse_command_line(const std::string& command, int argc, char** argv,
     if (s.rfind("---", 0) == 0)
       throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
                                   ": one dash too many; flags are written --name value");
+    if (s.size() > 1 && s[0] == '-' && s[1] != '-' &&
+        std::isalpha(static_cast<unsigned char>(s[1])))
+      throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
+                                  ": one dash too few; flags are written --name value (-" + s +
+                                  ")");
     if (s.rfind("--", 0) != 0 || s.size() == 2)
       throw std::invalid_argument("unexpected argument '" + s + "' for " + command +
                                   ": flags are written --name value (for example --preset " + s +

@@ -39,6 +39,8 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   EXPECT_HAS(train_error("batch_size", ""), "--batch_size expects a whole number, got ''");
   EXPECT_HAS(train_error("lr", "fast"), "--lr expects a number, got 'fast'");
   EXPECT_HAS(train_error("lr", "nan"), "--lr must be a finite number");
+  EXPECT_HAS(train_error("lr", "0x1p-3"), "--lr expects a number, got '0x1p-3'");
+  EXPECT_HAS(train_error("lr", "1e-400"), "--lr is too close to 0 to hold, got '1e-400'");
   EXPECT_HAS(train_error("lr", "0"), "--lr must be in [");
   EXPECT_HAS(train_error("dropout", "1"), "--dropout must be in [0, 1), got 1");
   EXPECT_HAS(train_error("wdrop", "-0.1"), "--wdrop must be in [0, 1)");
@@ -107,6 +109,15 @@ TEST(Flags, TheCommandLineSaysWhatToWrite) {
             }),
             "unexpected argument '---words' for train: one dash too many; flags are written "
             "--name value");
+  EXPECT_EQ(invalid_of([&] {
+              parse({"mosgrad", "train", "-max_steps", "3"});
+            }),
+            "unexpected argument '-max_steps' for train: one dash too few; flags are written "
+            "--name value (--max_steps)");
+  EXPECT_EQ(invalid_of([&] {
+              parse_command({"mosgrad", "train", "--help=yes"});
+            }),
+            "--help takes no value: write --help alone");
   // A name the command lacks is unknown wherever it stands, also last, with no value after it.
   for (const std::vector<std::string>& words :
        {std::vector<std::string>{"mosgrad", "train", "--bogus"},

@@ -42,6 +42,12 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
                    "/best.ckpt: move it away and start a new run without --resume, or choose "
                    "another --save)"
              : std::string(" (start a new run without --resume)")));
+  // Checked here, before the run directory is made: a failed finetune leaves no folder behind.
+  if (finetune && !std::filesystem::exists(cfg.save + "/best.ckpt"))
+    throw std::invalid_argument("finetune: there is no " + cfg.save +
+                                "/best.ckpt to finetune; finetune continues a trained run: train "
+                                "it first (mosgrad train --save " +
+                                cfg.save + ")");
   if (!cfg.resume && std::filesystem::exists(state_path))
     throw std::invalid_argument(
         "--save " + cfg.save + " already holds a " + (finetune ? "finetune" : "run") + " (" +

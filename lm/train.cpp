@@ -70,8 +70,10 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
     if (std::filesystem::is_symlink(f))
       throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");
-  // --fused-lstm, --fused-head, --gemm, --precision, checked before any work (applied below).
+  // --fused-lstm, --fused-head, --gemm, --precision, checked before any work (applied below),
+  // and --device cuda in a build without CUDA: before the run directory is made.
   const ComputePaths paths = compute_paths(cfg.paths, cfg.device);
+  if (cfg.device == Device::CUDA) require_cuda();
   // Under mpirun only rank 0 writes (and locks) the run directory; the others compute beside it.
   std::optional<RunLock> lock;
   if (writes_files) {
@@ -85,7 +87,7 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   // ----
   ModelConfig model_cfg = cfg.model;
   model_cfg.ntoken = corpus.vocab.size();
-  if (cfg.device == Device::CUDA) require_cuda(), cuda_set_tf32(cfg.tf32);
+  if (cfg.device == Device::CUDA) cuda_set_tf32(cfg.tf32);
   RNNModel model(model_cfg, cfg.seed);
   // The model's paths and the GEMM's, for this run only (the GEMM's are process-wide and restored
   // when the run ends).

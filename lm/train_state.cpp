@@ -171,7 +171,24 @@ void save_state(const std::string& path, const TrainConfig& cfg, const RNNModel&
 // exactly. The optimizer is rebuilt as the checkpoint's kind (SGD may have become ASGD).
 void restore_state(const std::string& state_path, const TrainConfig& cfg, const Corpus& corpus,
                    RNNModel& model, Progress& progress) {
-  restore_state(load_checkpoint(state_path), cfg, corpus, model, progress);
+  Checkpoint ck;
+  try {
+    ck = load_checkpoint(state_path);
+  } catch (const std::runtime_error& e) {
+    // Damaged, truncated, not a checkpoint: --resume cannot go on, and a run without it refuses a
+    // folder that holds a state, so say what does work.
+    const bool finetune_state =
+        state_path.size() >= 13 &&
+        state_path.compare(state_path.size() - 13, 13, "finetune.ckpt") == 0;
+    throw std::runtime_error(
+        std::string(e.what()) + ". The run cannot continue from it: " +
+        (finetune_state ? "move it away to finetune " + cfg.save + "/best.ckpt again"
+                        : "start again with another --save (" + cfg.save +
+                              "/best.ckpt still holds the best model saved), or move it and "
+                              "best.ckpt away to start over in " +
+                              cfg.save));
+  }
+  restore_state(ck, cfg, corpus, model, progress);
 }
 
 void restore_state(const Checkpoint& ck, const TrainConfig& cfg, const Corpus& corpus,

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cuda/backend.h"
 #include "io/checkpoint.h"
 #include "io/read_file.h"
 #include "io/run_lock.h"
@@ -257,4 +258,40 @@ TEST(RunDirectory, AnAstronomicalFiniteLossStopsTrainingAndKeepsTheLastGoodFiles
   EXPECT_HAS(e, "nothing was saved");
   EXPECT_EQ(read_file(state, "state"), state_bytes);
   EXPECT_EQ(read_file(best, "best"), best_bytes);
+}
+
+// A run refused for what it was asked (a finetune with no trained model, --device cuda in a build
+// without CUDA) leaves no folder behind: it is refused before the run directory is made. And a
+// --resume from a damaged state says what works instead (a run without --resume refuses a
+// folder that holds a state).
+TEST(RunDirectory, ARefusedRunMakesNoFolderAndADamagedStateSaysWhatWorks) {
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("refused_run"));
+  const std::string parent = mgtest::temp_dir("refused_run");
+  TrainConfig cfg = mgtest::small_config(corpus.dir, parent + "/never");
+  cfg.max_steps = 1;
+  EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(cfg, corpus, {}, true); }),
+             "finetune: there is no " + cfg.save +
+                 "/best.ckpt to finetune; finetune continues a "
+                 "trained run: train it first");
+  EXPECT_FALSE(std::filesystem::exists(cfg.save));
+  if (!cuda_is_built_in()) {
+    TrainConfig gpu = cfg;
+    gpu.device = Device::CUDA;
+    EXPECT_NE(mgtest::error_of<std::exception>([&] { train_lm(gpu, corpus); }), "");
+    EXPECT_FALSE(std::filesystem::exists(cfg.save));
+  }
+  train_lm(cfg, corpus);
+  const std::string state = cfg.save + "/checkpoint.ckpt";
+  std::string bytes = read_file(state, "state");
+  bytes[bytes.size() / 2] ^= 1;
+  mgtest::write_bytes(state, bytes);
+  TrainConfig resume = cfg;
+  resume.resume = true, resume.max_steps = 2;
+  EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(resume, corpus); }),
+             "is corrupt: checksum mismatch");
+  EXPECT_HAS(mgtest::error_of<std::exception>([&] { train_lm(resume, corpus); }),
+             ". The run cannot continue from it: start again with another --save (" + cfg.save +
+                 "/best.ckpt still holds the best model saved), or move it and best.ckpt away to "
+                 "start over in " +
+                 cfg.save);
 }

@@ -134,7 +134,9 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
     word.clear();
   };
 
-  size_t i = 0;
+  // A UTF-8 byte order mark at the start (some editors write one) marks the encoding; it is no
+  // part of the first word.
+  size_t i = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
   bool line_open =
       false;  // bytes seen since the last line end: a last line without "\n" still gets <eos>
   while (i < text.size()) {
@@ -159,10 +161,18 @@ std::vector<int64_t> tokenize_text(const std::string& text, const std::string& p
       throw std::runtime_error("corpus file " + path + " is not UTF-8 text: invalid byte " +
                                hex_byte(c) + " at offset " + std::to_string(i) +
                                " (a binary file, or a text file in another encoding?)");
-    if (is_python_space(cp))
+    if (is_python_space(cp)) {
       flush_word();
-    else
+    } else if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F)) {
+      // A word with a control character in it would be printed raw by generate (a terminal
+      // escape sequence acts on the terminal), and is no word of a text corpus.
+      throw std::runtime_error("corpus file " + path + " contains the control character " +
+                               strf("U+%04X", cp) + " at offset " + std::to_string(i) +
+                               ": mosgrad reads plain text (a terminal escape sequence, or a "
+                               "binary file?)");
+    } else {
       word.append(text, i, len);
+    }
     i += len;
   }
   if (line_open) {
@@ -275,7 +285,7 @@ bool corpus_can_hold(const std::string& word) {
   try {  // the line "word": the word itself, then the line's <eos>
     const std::vector<int64_t> ids = tokenize_text(word, "a stored word", scratch, true);
     return ids.size() == 2 && scratch.word(ids[0]) == word;
-  } catch (const std::runtime_error&) {  // empty, or a NUL byte
+  } catch (const std::runtime_error&) {  // empty, a NUL byte or a control character
     return false;
   }
 }

@@ -8,6 +8,10 @@
 //   - the vocabulary is built from the train split only, in order of first appearance;
 //   - a valid/test word missing from it becomes "<unk>" and is counted (PTB and WikiText-2 have
 //     none: both ship with <unk> already substituted in all three splits).
+// Where a file is not plain UTF-8 text mosgrad parts from data.py: a NUL, another control
+// character (a terminal escape) or a byte that is not UTF-8 is an error naming the offset, and a
+// UTF-8 byte order mark at a file's start is skipped (Python's "utf-8" would make it part of the
+// first word). PTB and WikiText-2 have none of these.
 //
 // Dimension legend: V vocabulary size; a split is [n] token ids, each in [0, V).
 // Token ids are plain std::vector<int64_t>, not tensors: batching (lm/batching.h) reorders them

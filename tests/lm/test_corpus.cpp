@@ -176,6 +176,27 @@ TEST(Corpus, EmptyAndBinaryFilesNameTheFile) {
   EXPECT_NE(e.find(d.file("ptb.train.txt")), std::string::npos) << e;
   EXPECT_NE(e.find("NUL byte at offset 5"), std::string::npos) << e;
 
+  // A terminal escape in a word (generate would print it raw), or a C1 control: not text.
+  for (const char* bad : {"a \x1b[31mb\n",
+                          "a \xC2\x9B"
+                          "b\n"}) {
+    write_ptb(d, bad, "a\n", "a\n");
+    e = error_of([&] { mg::load_corpus(d.str()); });
+    EXPECT_HAS(e, "corpus file " + d.file("ptb.train.txt") + " contains the control character U+");
+    EXPECT_HAS(e, " at offset 2: mosgrad reads plain text");
+  }
+  EXPECT_FALSE(mg::corpus_can_hold("\x1b[31mb"));
+  // A byte order mark at a file's start is no part of its first word.
+  write_ptb(d,
+            "\xEF\xBB\xBF"
+            "a b\n",
+            "\xEF\xBB\xBF"
+            "a\n",
+            "a\n");
+  const mg::Corpus bom = mg::load_corpus(d.str());
+  EXPECT_EQ(bom.vocab.size(), 3);  // a, b, <eos>
+  EXPECT_EQ(bom.vocab.word(bom.train[0]), "a");
+
   write_ptb(d, "a b\n", "a\n", "caf\xE9\n");  // Latin-1, not UTF-8
   e = error_of([&] { mg::load_corpus(d.str()); });
   EXPECT_NE(e.find(d.file("ptb.test.txt")), std::string::npos) << e;

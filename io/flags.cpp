@@ -1,5 +1,7 @@
 #include "io/flags.h"
 
+#include <limits.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -160,15 +162,39 @@ Flag choice_flag(const std::string& name, const std::string& section, const std:
           [&target] { return target; }};
 }
 
+namespace {
+
+// A path the system would refuse with ENAMETOOLONG ("filesystem error: status: File name too
+// long"), checked as the flag is read: a name in it longer than NAME_MAX (255 bytes on Linux's
+// file systems), or the whole longer than PATH_MAX.
+void require_usable_path(const std::string& flag, const std::string& path) {
+  if (path.size() >= PATH_MAX)
+    throw std::invalid_argument("--" + flag + " is a path of " + std::to_string(path.size()) +
+                                " bytes; a path may have at most " + std::to_string(PATH_MAX - 1));
+  for (size_t begin = 0; begin <= path.size();) {
+    size_t end = path.find('/', begin);
+    if (end == std::string::npos) end = path.size();
+    if (end - begin > NAME_MAX)
+      throw std::invalid_argument("--" + flag + ": the name '" + path.substr(begin, 20) +
+                                  "...' in the path is " + std::to_string(end - begin) +
+                                  " bytes long; a file or folder name may have at most " +
+                                  std::to_string(NAME_MAX) + " bytes");
+    begin = end + 1;
+  }
+}
+
+}  // namespace
+
 Flag text_flag(const std::string& name, const std::string& value, const std::string& section,
                const std::string& help, std::string& target, bool allow_empty) {
   return {name,
           value,
           help,
           section,
-          [name, &target, allow_empty](const std::string& text) {
+          [name, value, &target, allow_empty](const std::string& text) {
             if (text.empty() && !allow_empty)
               throw std::invalid_argument("--" + name + " needs a value");
+            if (value == "FILE" || value == "DIR") require_usable_path(name, text);
             target = text;
           },
           [&target] { return target; }};

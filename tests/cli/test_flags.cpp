@@ -40,6 +40,12 @@ TEST(Flags, BadValuesNameTheFlagTheValueAndWhatIsAllowed) {
   EXPECT_HAS(train_error("lr", "fast"), "--lr expects a number, got 'fast'");
   EXPECT_HAS(train_error("lr", "nan"), "--lr must be a finite number");
   EXPECT_HAS(train_error("lr", "0x1p-3"), "--lr expects a number, got '0x1p-3'");
+  // A path the system would refuse (ENAMETOOLONG) is refused as the flag is read, naming it.
+  EXPECT_HAS(train_error("save", "runs/" + std::string(300, 'x') + "/a"),
+             "--save: the name 'xxxxxxxxxxxxxxxxxxxx...' in the path is 300 bytes long; a file or "
+             "folder name may have at most 255 bytes");
+  EXPECT_HAS(train_error("data", std::string(5000, 'd')), "--data is a path of 5000 bytes");
+  EXPECT_EQ(train_error("save", "runs/" + std::string(255, 'x')), "");
   EXPECT_HAS(train_error("lr", "1e-400"), "--lr is too close to 0 to hold, got '1e-400'");
   EXPECT_HAS(train_error("lr", "0"), "--lr must be in [");
   EXPECT_HAS(train_error("dropout", "1"), "--dropout must be in [0, 1), got 1");

@@ -44,11 +44,26 @@ struct CommandModel {
   ComputePathsScope compute;
 };
 
+// The model a command reads: --model, else <save>/best.ckpt, else runs/<preset>/best.ckpt. A
+// missing default says how it was chosen and how to name another ("checkpoint runs/small-mos/
+// best.ckpt does not exist" left a user without --model guessing where that path came from).
+LoadedModel load_command_model(const ModelCommandOptions& o) {
+  const std::string path = o.model_path();
+  std::error_code ec;
+  if (o.model.empty() && !std::filesystem::exists(path, ec))
+    throw std::invalid_argument(
+        "there is no model at " + path + ", the default of " +
+        (o.save.empty() ? "--preset " + o.preset + " (runs/<preset>/best.ckpt)"
+                        : "--save " + o.save + " (<save>/best.ckpt)") +
+        ": name the model with --model FILE, or its run directory with --save DIR");
+  return load_model(path);
+}
+
 CommandModel load_for(const ModelCommandOptions& o) {
   const Device device = parse_device(o.device);
   const ComputePaths paths = compute_paths(o.paths, device);  // checked before any loading
   if (device == Device::CUDA) require_cuda();
-  LoadedModel lm = load_model(o.model_path());
+  LoadedModel lm = load_command_model(o);
   lm.model->to(device);
   RNNModel* model = lm.model.get();
   return CommandModel{std::move(lm), ComputePathsScope(paths, model)};
@@ -302,7 +317,7 @@ int run_export(CommandLine& c) {
                        const auto it = f.metadata.find("format");
                        return it != f.metadata.end() && it->second == "mosgrad";
                      });
-  const LoadedModel lm = load_model(o.model_path());
+  const LoadedModel lm = load_command_model(o);
   export_safetensors(o.out, *lm.model, lm.vocab);
   std::printf("wrote %s (%lld parameters, %s)\n", o.out.c_str(),
               static_cast<long long>(lm.model->parameter_count()),

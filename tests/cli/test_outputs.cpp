@@ -253,3 +253,16 @@ TEST(Outputs, PlotRedrawsTheTrainingsAndTheFinetunesCurves) {
   EXPECT_NE(error_of_command({"plot", cfg.save}), "");
   EXPECT_EQ(mgtest::read_bytes(cfg.save + "/finetune_curves.svg"), "my notes\n");
 }
+
+// A model command with no --model reads <save>/best.ckpt, or runs/<preset>/best.ckpt: when that is
+// missing, the error names the flag that chose it and the flags that name another.
+TEST(Outputs, AMissingDefaultModelSaysWhereItsPathCameFrom) {
+  const mgtest::TempDir dir;
+  EXPECT_HAS(error_of_command({"eval", "--save", dir.file("run")}),
+             "there is no model at " + dir.file("run") + "/best.ckpt, the default of --save " +
+                 dir.file("run") +
+                 " (<save>/best.ckpt): name the model with --model FILE, or "
+                 "its run directory with --save DIR");
+  EXPECT_HAS(error_of_command({"export", "--preset", "tiny", "--out", dir.file("m.safetensors")}),
+             "the default of --preset tiny (runs/<preset>/best.ckpt)");
+}

@@ -293,7 +293,17 @@ bool corpus_can_hold(const std::string& word) {
 std::string shown_word(const std::string& word) {
   for (const char c : word)
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) return json_string(word);
-  return "'" + word + "'";
+  // Bytes that are not UTF-8 would reach the terminal raw: each is shown as \xNN instead.
+  std::string shown = "'";
+  uint32_t cp;
+  for (size_t i = 0; i < word.size();) {
+    const size_t len = decode_utf8(word, i, &cp);
+    if (len == 0)
+      shown += strf("\\x%02x", static_cast<unsigned char>(word[i])), ++i;
+    else
+      shown.append(word, i, len), i += len;
+  }
+  return shown + "'";
 }
 
 std::string corpus_fingerprint(const Corpus& corpus) {

@@ -109,8 +109,8 @@ void check_same_vocab(const Vocab& corpus, const Vocab& trained, const std::stri
 // never match a corpus.
 bool corpus_can_hold(const std::string& word);
 
-// A word as error messages show it: 'word', or a JSON string ("a\rb") when it holds a control
-// character that would print invisibly or cut the message short.
+// A word as error messages show it: 'word' (a byte that is not UTF-8 as \xNN), or a JSON string
+// ("a\rb") when it holds a control character that would print invisibly or cut the message short.
 std::string shown_word(const std::string& word);
 
 }  // namespace mg

@@ -26,8 +26,9 @@ Vocab split_vocab(const std::string& text, const std::string& file) {
     if (!corpus_can_hold(word))
       throw std::runtime_error(file + ": the stored vocabulary's word " + std::to_string(line) +
                                ", " + shown_word(word) +
-                               ", is no word a corpus can hold (it is empty, or has whitespace or "
-                               "a NUL byte in it): no corpus could ever be scored with this model");
+                               ", is no word a corpus can hold (it is empty, or has whitespace, a "
+                               "control character or bytes that are not UTF-8 in it): no corpus "
+                               "could ever be scored with this model");
     if (const int64_t before = vocab.find(word); before >= 0)
       throw std::runtime_error(file + ": the stored vocabulary lists the word " + shown_word(word) +
                                " twice (words " + std::to_string(before + 1) + " and " +

@@ -80,13 +80,19 @@ TEST(Reliability, LoadingRefusesWhatWouldScoreNonsense) {
   e = load_error(
       damaged_model(dir, [](Checkpoint& ck) { ck.strings["vocab"] = "<eos>\na\nb\na\nc\n"; }));
   EXPECT_HAS(e, "the stored vocabulary lists the word 'a' twice (words 2 and 4)");
-  // Words no corpus can hold (a carriage return, a space, a NUL byte, an empty line) make a model
-  // that no corpus could ever match: refused, the word shown with its control characters escaped.
+  // Words no corpus can hold (a carriage return, a space, a NUL byte, an empty line, a terminal
+  // escape, bytes that are not UTF-8) make a model that no corpus could ever match: refused, the
+  // word shown with its control characters and stray bytes escaped.
   const std::vector<std::pair<std::string, std::string>> unholdable = {
       {"<eos>\na\r\nb\nc\nd\n", "word 2, \"a\\r\", is no word a corpus can hold"},
       {"<eos>\na\nb c\nc\nd\n", "word 3, 'b c', is no word a corpus can hold"},
       {std::string("<eos>\na\nb\0x\nc\nd\n", 16), "word 3, \"b\\u0000x\", is no word"},
-      {"<eos>\na\n\nc\nd\n", "word 3, '', is no word a corpus can hold"}};
+      {"<eos>\na\n\nc\nd\n", "word 3, '', is no word a corpus can hold"},
+      {"<eos>\na\n\x1b[31mb\nc\nd\n", "word 3, \"\\u001b[31mb\", is no word"},
+      {"<eos>\na\nb\xff\nc\nd\n",
+       "word 3, 'b\\xff', is no word a corpus can hold (it is "
+       "empty, or has whitespace, a control character or bytes "
+       "that are not UTF-8 in it)"}};
   for (const auto& [vocab, message] : unholdable) {
     e = load_error(damaged_model(dir, [&](Checkpoint& ck) { ck.strings["vocab"] = vocab; }));
     EXPECT_HAS(e, message);

@@ -1,10 +1,12 @@
 #include "cli/commands.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -301,10 +303,17 @@ int run_mosgrad(int argc, char** argv) {
         "standard output is closed: mosgrad prints what it computes there; send it to a file, "
         "or to /dev/null to discard it (> /dev/null, not >&-)");
   const int code = run_command_line(argc, argv);
-  // What a command printed into a full disk or a closed pipe is lost: an error, not exit 0 (the
-  // results of eval, the samples of generate, docs/cli.md from help --markdown).
+  // What a command printed into a full disk is lost: an error, not exit 0 (the results of eval,
+  // the samples of generate, docs/cli.md from help --markdown). Except a pipe whose reader left
+  // while SIGPIPE was ignored: train and finetune ignore it so that `mosgrad train | head` goes
+  // on training (their results are files); any other command is ended by the signal there.
   const int flush_error = std::fflush(stdout) != 0 ? errno : 0;
-  if (flush_error != 0 || std::ferror(stdout))
+  struct stat out;
+  struct sigaction pipe_signal {};
+  const bool reader_left_by_choice = fstat(1, &out) == 0 && S_ISFIFO(out.st_mode) &&
+                                     sigaction(SIGPIPE, nullptr, &pipe_signal) == 0 &&
+                                     pipe_signal.sa_handler == SIG_IGN;
+  if ((flush_error != 0 || std::ferror(stdout)) && !reader_left_by_choice)
     throw std::runtime_error(std::string("could not write to standard output (") +
                              (flush_error != 0 ? std::strerror(flush_error) : "a write failed") +
                              "): what mosgrad printed there is incomplete");

@@ -159,6 +159,19 @@ TEST(ProgramErrors, OutputThatCannotBeWrittenIsAnError) {
       "could not write to standard output (No space left on device)");
 }
 
+// `mosgrad train | head`: train ignores SIGPIPE so that training goes on when the reader leaves
+// (its results are files); the output that went nowhere then is no error.
+TEST(ProgramErrors, AReaderThatLeftWhileSigpipeWasIgnoredIsNoError) {
+  presets_with_stdout(
+      [] {
+        int ends[2];
+        if (::pipe(ends) != 0 || ::dup2(ends[1], 1) != 1) std::exit(2);
+        ::close(ends[0]), ::close(ends[1]);
+        std::signal(SIGPIPE, SIG_IGN);
+      },
+      "no error");
+}
+
 // A closed standard output (`mosgrad presets >&-`) is refused before any work, and its number is
 // held, so no file mosgrad opens can take it.
 TEST(ProgramErrors, AClosedStandardOutputIsRefused) {

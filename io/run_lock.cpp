@@ -12,6 +12,7 @@
 
 #include "io/atomic_file.h"
 #include "io/file_ops.h"
+#include "io/regular_file.h"
 
 namespace mg {
 
@@ -95,9 +96,17 @@ std::runtime_error RunLock::in_use(const std::string& dir, const std::string& wh
 }
 
 std::string RunLock::holder(const std::string& dir) {
-  // A read, so not through file_ops (which hooks the calls that change files).
-  const int fd = ::open(file_in(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return "";  // no lock file (or none we can read): the constructor says what is wrong
+  // A read, so not through file_ops (which hooks the calls that change files). O_NONBLOCK: a FIFO
+  // at the name would block this open until a writer came, which may be never.
+  const int fd = ::open(file_in(dir).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  // No lock file, or none we can read, or not a file (no run locks a FIFO or a device): the
+  // constructor says what is wrong.
+  if (fd < 0) return "";
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return "";
+  }
   const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
   const std::string who = held ? holder_line(fd) + shared_lock_hint(fd, dir) : "";
   ::close(fd);  // also releases the shared lock, if taken
@@ -111,7 +120,8 @@ void RunLock::refuse_if_held(const std::string& dir, const std::string& flag) {
 RunLock::RunLock(const std::string& dir, const std::string& command, const std::string& flag) {
   const std::string path = file_in(dir);
   for (int tries = 1;; ++tries) {
-    fd_ = file_ops::open(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644);
+    fd_ = open_regular_to_write(path, O_RDWR | O_CREAT | O_NOFOLLOW, 0644,
+                                "the run directory's lock");  // never a FIFO or a device
     if (fd_ < 0)
       throw std::runtime_error("cannot open the run directory's lock " + path + ": " +
                                std::strerror(errno) +

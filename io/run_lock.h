@@ -24,7 +24,8 @@ class RunLock {
   // e.g. "mosgrad train --save runs/x"). Throws std::runtime_error when another process holds it
   // (still, half a second later: one asking holder() holds it for an instant),
   // naming that process and saying to choose another `flag` (the option that named `dir`), or
-  // when the lock file cannot be opened.
+  // when the lock file cannot be opened or is not a regular file (a FIFO, a device: refused at
+  // once, never waited on).
   RunLock(const std::string& dir, const std::string& command, const std::string& flag = "--save");
   ~RunLock();  // releases the lock
   RunLock(const RunLock&) = delete;
@@ -36,7 +37,8 @@ class RunLock {
   // takes nothing: for the checks before any work (a --resume into a folder whose first run has
   // not saved yet is told the folder is busy, not that it holds no checkpoint).
   static void refuse_if_held(const std::string& dir, const std::string& flag = "--save");
-  // Who holds `dir`'s lock when another process does (the line it wrote), else "".
+  // Who holds `dir`'s lock when another process does (the line it wrote), else "" (also when
+  // what is at the lock's name is not a regular file, without waiting on a FIFO there).
   static std::string holder(const std::string& dir);
   // The error for a lock `who` holds.
   static std::runtime_error in_use(const std::string& dir, const std::string& who,

@@ -9,14 +9,14 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <sstream>
 #include <stdexcept>
 
 #include "io/atomic_file.h"
 #include "io/file_ops.h"
 #include "io/json.h"
 #include "io/read_file.h"
+#include "io/regular_file.h"
 #include "io/strf.h"
 
 namespace mg {
@@ -35,7 +35,8 @@ std::string json_num(double v, int digits = 6) {
 MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   // Append: a resumed run continues the same file, so one plot shows the whole history. (Appending
   // line by line, not io/atomic_file.h: each line is written whole or cut back off, and rewriting
-  // the whole file per line would cost O(n^2).) O_NOFOLLOW: a symlink at the name is refused.
+  // the whole file per line would cost O(n^2).) O_NOFOLLOW: a symlink at the name is refused; a
+  // FIFO or a device there is refused too, never waited on (io/regular_file.h).
   if (path.empty()) return;  // writes nothing (the processes but rank 0 of an mpirun)
   // A file with other names (a run folder copied with cp -al): appending would write this run's
   // lines into the other folder's history too. This name gets a file of its own first, holding
@@ -43,7 +44,8 @@ MetricsWriter::MetricsWriter(const std::string& path) : path_(path) {
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
     write_file_atomically(path, read_file(path, "metrics file"));
-  fd_ = file_ops::open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644);
+  fd_ =
+      open_regular_to_write(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW, 0644, "metrics file");
   if (fd_ < 0)
     throw std::runtime_error(
         "cannot open metrics file '" + path + "': " + std::strerror(errno) +
@@ -141,10 +143,9 @@ void drop_records_after(const std::string& path, int64_t step) {
   if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, e)))
     throw std::runtime_error("metrics file '" + path +
                              "' is a symlink; mosgrad never writes through one: remove it");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return;
-  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  in.close();
+  if (!std::filesystem::exists(path, e)) return;
+  // Through read_file, which refuses a FIFO or a device rather than wait on it or read it forever.
+  const std::string text = read_file(path, "metrics file");
   // A last line without its newline is what a kill mid-write leaves: dropped when it does not
   // parse, and when it does, the file is rewritten too, so that the next record is not appended
   // onto it. Any other line that does not parse was not written so by mosgrad (every line goes
@@ -185,7 +186,9 @@ void drop_records_after(const std::string& path, int64_t step) {
 }
 
 bool stop_validated(const std::string& path, int64_t step) {
-  std::ifstream in(path, std::ios::binary);
+  std::error_code e;
+  if (!std::filesystem::exists(path, e)) return false;
+  std::istringstream in(read_file(path, "metrics file"));  // a FIFO or a device: refused
   for (std::string line; std::getline(in, line);) {
     try {
       const JsonValue record = parse_json(line);

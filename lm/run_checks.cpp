@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "io/regular_file.h"
 #include "mpi/processes.h"
 
 namespace mg {
@@ -79,6 +80,14 @@ void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& 
   if (cfg.test_at_end)  // the test score at the end, refused now rather than after the training
     require_eval_targets(static_cast<int64_t>(corpus.test.size()), cfg.test_batch_size,
                          "the test split of " + corpus.dir + " (--test-at-end false skips it)");
+}
+
+void check_run_files(const std::vector<std::string>& paths) {
+  for (const std::string& f : paths) {
+    if (std::filesystem::is_symlink(f))
+      throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");
+    refuse_special_file(f, "run file", true);
+  }
 }
 
 }  // namespace mg

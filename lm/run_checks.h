@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "lm/batching.h"
 #include "lm/corpus.h"
@@ -25,5 +26,11 @@ std::string diverged_message(const std::string& what, double value, int64_t step
 // is checked where they are batched (Run's constructor, lm/train_run.cpp).
 void check_run_inputs(const TrainConfig& cfg, bool finetune, const std::string& state_path,
                       const Corpus& corpus);
+
+// The files a run writes in its folder (its state, best.ckpt, metrics, lock), before any work: a
+// symlink at one is refused (mosgrad never writes through one), and so is anything there that is
+// not a regular file (a FIFO would block the run's first write to it until a reader came, which
+// may be never; a device or a directory cannot hold the file), naming it. Nothing there is fine.
+void check_run_files(const std::vector<std::string>& paths);
 
 }  // namespace mg

@@ -64,12 +64,11 @@ TrainResult train_lm(const TrainConfig& cfg, const Corpus& corpus, const TrainHo
   if (any_process(!holder.empty()))
     throw RunLock::in_use(cfg.save,
                           holder.empty() ? "another run (the first process names it)" : holder);
+  // A FIFO at best.ckpt is named as one, not taken for a model ("already holds a model").
+  check_run_files({files.metrics, files.best, files.state, RunLock::file_in(cfg.save)});
   check_run_inputs(cfg, finetune, files.state, corpus);
   // A model the machine cannot hold is refused now, not killed by the kernel once allocated.
   if (cfg.device == Device::CPU) fit_training_memory(cfg, corpus.vocab.size());
-  for (const std::string& f : {files.metrics, files.best, files.state})  // before any work
-    if (std::filesystem::is_symlink(f))
-      throw std::invalid_argument(f + " is a symlink; mosgrad never writes through one: remove it");
   // --fused-lstm, --fused-head, --gemm, --precision, checked before any work (applied below),
   // and --device cuda in a build without CUDA: before the run directory is made.
   const ComputePaths paths = compute_paths(cfg.paths, cfg.device);

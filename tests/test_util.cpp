@@ -2,6 +2,7 @@
 
 #include "io/atomic_file.h"
 
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +120,15 @@ mg::Tensor Fixtures::leaf(const std::string& name, bool requires_grad) const {
   mg::Tensor t = mg::Tensor::from_vector(get(name).to_vector(), get(name).shape());
   if (requires_grad) t.requires_grad_();
   return t;
+}
+
+void release_fifo(const std::string& fifo) {
+  const int writer = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+  if (writer >= 0) {  // a reader was waiting (else ENXIO)
+    ::close(writer);
+    return;
+  }
+  (void)::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 }
 
 int dead_pid() {

@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <future>
 #include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cuda/backend.h"
@@ -36,6 +40,9 @@
 // Fails unless `haystack` (a std::string) contains `needle`; prints the haystack.
 #define EXPECT_HAS(haystack, needle) \
   EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+// As EXPECT_HAS, and returns from the test when it fails.
+#define ASSERT_HAS(haystack, needle) \
+  ASSERT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 namespace mgtest {
 
@@ -80,6 +87,35 @@ std::string error_of(Fn&& fn) {
     return e.what();
   }
   return "";
+}
+
+// Lets a call blocked in open(2) on the FIFO `fifo` go on, by opening the FIFO's other end: a
+// reader gets a writer that leaves at once (it then reads the end of the file), a writer a reader
+// that stays (a descriptor left open, in a test that has failed), so its writes raise no SIGPIPE.
+void release_fifo(const std::string& fifo);
+
+// As error_of, for a call that must not wait on the FIFO `fifo`: run on a thread of its own, it
+// must end within `seconds`. One still waiting then is a failure of the test, not a hang of the
+// suite: the FIFO is released (release_fifo) so that the call goes on, and "blocked" is returned.
+template <typename E = std::runtime_error, typename Fn>
+std::string error_without_waiting(const std::string& fifo, Fn fn, int seconds = 5) {
+  auto result = std::make_shared<std::promise<std::string>>();
+  std::future<std::string> done = result->get_future();
+  std::thread([fn, result] {
+    try {
+      fn();
+      result->set_value("");
+    } catch (const E& e) {
+      result->set_value(e.what());
+    } catch (...) {  // another type: rethrown by get() below, as error_of lets it propagate
+      result->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (done.wait_for(std::chrono::seconds(seconds)) == std::future_status::ready) return done.get();
+  ADD_FAILURE() << "still waiting on the FIFO " << fifo << " after " << seconds << " s";
+  release_fifo(fifo);
+  if (done.wait_for(std::chrono::seconds(60)) == std::future_status::ready) (void)done.get();
+  return "blocked";
 }
 
 // tests/fixtures/<file> in the source tree.

@@ -1,9 +1,6 @@
 // The file helpers of io/: the atomic writer (io/atomic_file.h) with its unique, exclusive
 // temporaries, the whole-file reader (io/read_file.h) and the little-endian helpers.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -154,18 +151,7 @@ TEST(ReadFile, ReadsWholeFilesAndNamesTheRoleInErrors) {
             "corpus file " + none + " does not exist. Try --data.");
   EXPECT_EQ(mgtest::error_of([&] { mg::read_file(dir.str(), "checkpoint"); }),
             "checkpoint " + dir.str() + " is a directory, not a file");
-
-  // A pipe has no size to read up front: it is read to its end.
-  const std::string fifo = dir.file("fifo");
-  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
-  const pid_t writer = ::fork();
-  if (writer == 0) {  // only async-signal-safe calls after fork in a threaded process
-    const int fd = ::open(fifo.c_str(), O_WRONLY);
-    const bool ok = fd >= 0 && ::write(fd, "through a pipe", 14) == 14;
-    ::_exit(ok && ::close(fd) == 0 ? 0 : 1);
-  }
-  EXPECT_EQ(mg::read_file(fifo, "test file"), "through a pipe");
-  ::waitpid(writer, nullptr, 0);
+  // A FIFO, a device, a socket: refused, never waited on (tests/io/test_regular_file.cpp).
 }
 
 TEST(LittleEndian, IntegersAndFloatsRoundTrip) {

@@ -45,8 +45,8 @@ struct CommandModel {
 };
 
 // The model a command reads: --model, else <save>/best.ckpt, else runs/<preset>/best.ckpt. A
-// missing default says how it was chosen and how to name another ("checkpoint runs/small-mos/
-// best.ckpt does not exist" left a user without --model guessing where that path came from).
+// missing default is named with the flag that chose it and the flags that name another: a user
+// who gave no --model does not know where the path came from.
 LoadedModel load_command_model(const ModelCommandOptions& o) {
   const std::string path = o.model_path();
   std::error_code ec;

@@ -34,17 +34,23 @@ std::string fifo_refused(const std::string& what, const std::string& path) {
   return what + " " + path + " is a FIFO (named pipe), not a regular file";
 }
 
+// A FIFO at `name` in a run folder: train refuses it, naming it, before it takes the folder.
+void expect_train_refuses_fifo_at(const std::string& dir, const std::string& name) {
+  const std::string fifo = make_fifo(dir + "/" + name);
+  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("fifo_" + name));
+  const TrainConfig cfg = mgtest::small_config(corpus.dir, dir);
+  EXPECT_HAS(mgtest::error_without_waiting<std::invalid_argument>(
+                 fifo, [&] { train_lm(cfg, corpus, {}); }),
+             fifo_refused("run file", fifo));
+  EXPECT_FALSE(fs::exists(RunLock::file_in(dir)));  // refused before the run took its folder
+}
+
 }  // namespace
 
 TEST(SpecialFiles, AFifoAtMetricsJsonlIsRefusedBeforeAnyWork) {
   const mgtest::TempDir dir;
-  const std::string fifo = make_fifo(dir.file("metrics.jsonl"));
-  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("metrics_fifo"));
-  const TrainConfig cfg = mgtest::small_config(corpus.dir, dir.str());
-  EXPECT_HAS(mgtest::error_without_waiting<std::invalid_argument>(
-                 fifo, [&] { train_lm(cfg, corpus, {}); }),
-             fifo_refused("run file", fifo));
-  EXPECT_FALSE(fs::exists(RunLock::file_in(dir.str())));  // refused before the run took its folder
+  expect_train_refuses_fifo_at(dir.str(), "metrics.jsonl");
+  const std::string fifo = dir.file("metrics.jsonl");
   // Each reader and writer of the metrics file refuses it too, should a FIFO come later.
   EXPECT_HAS(mgtest::error_without_waiting(fifo, [&] { MetricsWriter w(fifo); }),
              fifo_refused("metrics file", fifo));
@@ -104,13 +110,7 @@ TEST(SpecialFiles, AModelThatIsAFifoOrADeviceIsRefusedByName) {
   EXPECT_HAS(zero, "checkpoint /dev/zero is a character device, not a regular file");
   EXPECT_EQ(zero.find("empty"), std::string::npos) << zero;
 
-  const std::string best = make_fifo(dir.file("best.ckpt"));
-  const Corpus corpus = load_corpus(mgtest::write_synthetic_corpus("best_fifo"));
-  const TrainConfig cfg = mgtest::small_config(corpus.dir, dir.str());
-  EXPECT_HAS(mgtest::error_without_waiting<std::invalid_argument>(
-                 best, [&] { train_lm(cfg, corpus, {}); }),
-             fifo_refused("run file", best));
-  EXPECT_FALSE(fs::exists(RunLock::file_in(dir.str())));
+  expect_train_refuses_fifo_at(dir.str(), "best.ckpt");
 }
 
 TEST(SpecialFiles, ACorpusFileThatIsAFifoOrADeviceIsRefusedByName) {
